@@ -1,0 +1,200 @@
+// hk/registry.hpp — the variant registry: the spine of hopperkit (DESIGN.md §1).
+//
+// A family (gelu, softmax, gemm, ...) registers one hk::Family: its op contract (problems with
+// flops(), bytes(), tensor specs, an fp64 CPU reference and a tolerance) plus its test and bench
+// shapes. Every kernel file registers one hk::Variant: name, one-line summary, min SM, flags,
+// supports(problem) and launch(problem, operands, stream). Tests, `hk bench`, `hk list` and the
+// Python `hk.variants()` discover both; nothing is listed by hand.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hk/error.hpp"
+#include "hk/tensor.hpp"
+
+namespace hk {
+
+enum VariantFlags : unsigned {
+  kFlagNone = 0,
+  kFlagReference = 1u << 0,  // the simplest correct rung; the ladder's first step
+  kFlagBaseline = 1u << 1,   // the peer library path; speedups are reported against it
+  kFlagDefault = 1u << 2,    // what the public op dispatches to first
+};
+
+// How the harness draws a tensor's values (always non-zero-heavy, always fresh per run).
+enum class Dist {
+  kNormal,    // N(0, scale^2)
+  kUniform,   // U(-scale, scale)
+  kSmallInt,  // integers in [-scale, scale]: exact products and sums for GEMM-like checks
+  kPositive,  // U(scale/8, scale): for divisors, logs, square roots
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // in elements; empty = contiguous. Padding is poisoned.
+  Dist dist = Dist::kNormal;
+  double scale = 1.0;
+  // Values written into fixed logical positions after the random draw (NaN/Inf/±0 cases).
+  std::vector<std::pair<int64_t, double>> specials;
+};
+
+// Logical values of a tensor in row-major order of its shape (whatever its strides).
+struct HostTensor {
+  TensorSpec spec;
+  std::vector<double> values;
+};
+
+struct Tolerance {
+  double atol = 0.0;
+  double rtol = 0.0;
+};
+
+struct Operands {
+  std::vector<TensorView> in;
+  std::vector<TensorView> out;
+};
+
+// One problem of one family: the op contract (DESIGN.md §3). Families derive from it.
+class Problem {
+ public:
+  virtual ~Problem() = default;
+  virtual std::string family() const = 0;
+  virtual std::string key() const = 0;  // "16384x8192_bf16_tanh_fwd": JSON, test names, NVTX
+  virtual double flops() const = 0;
+  virtual double bytes() const = 0;  // minimum traffic: each input read once, each output written once
+  virtual std::vector<TensorSpec> inputs() const = 0;
+  virtual std::vector<TensorSpec> outputs() const = 0;
+  // fp64 reference on the CPU: `out` arrives sized to outputs() and is filled in logical order.
+  virtual void reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const = 0;
+  virtual Tolerance tolerance(int output_index) const = 0;
+  // Smallest power-of-two alignment (bytes) of every operand's base address, set when the
+  // problem is built from real views; 256 (cudaMalloc) for harness-made problems.
+  int align_bytes = 256;
+};
+
+using ProblemPtr = std::shared_ptr<const Problem>;
+
+struct BenchSelect {
+  std::vector<std::string> shapes;  // family-specific shape strings; empty = the family's own
+  std::vector<DType> dtypes;        // empty = the family's own
+  bool quick = false;               // the `hk bench` main-job suite: a few shapes
+};
+
+class Family {
+ public:
+  virtual ~Family() = default;
+  virtual std::string name() const = 0;
+  virtual std::string summary() const = 0;
+  virtual std::vector<ProblemPtr> test_problems() const = 0;
+  virtual std::vector<ProblemPtr> bench_problems(const BenchSelect& select) const = 0;
+};
+
+class Variant {
+ public:
+  Variant(std::string family, std::string name, std::string summary, int min_sm, unsigned flags);
+  virtual ~Variant() = default;
+
+  const std::string& family() const { return family_; }
+  const std::string& name() const { return name_; }
+  const std::string& summary() const { return summary_; }
+  int min_sm() const { return min_sm_; }
+  unsigned flags() const { return flags_; }
+  bool is(VariantFlags f) const { return (flags_ & f) != 0; }
+
+  // "" when this variant can run `p`; otherwise the reason it cannot (also checks min_sm
+  // against the current device when one is present).
+  std::string supports(const Problem& p) const;
+  // Checks supports() (throws kNotSupported with the reason), then launches on `stream`,
+  // inside an NVTX range named family/variant/key. Asynchronous; launch errors are checked.
+  void run(const Problem& p, const Operands& ops, cudaStream_t stream) const;
+
+ protected:
+  virtual std::string supports_impl(const Problem& p) const = 0;
+  virtual void launch_impl(const Problem& p, const Operands& ops, cudaStream_t stream) const = 0;
+
+ private:
+  std::string family_, name_, summary_;
+  int min_sm_;
+  unsigned flags_;
+};
+
+class Registry {
+ public:
+  static Registry& get();
+  void add(std::unique_ptr<Family> family);
+  void add(std::unique_ptr<Variant> variant);
+
+  std::vector<const Family*> families() const;                    // sorted by name
+  const Family* family(std::string_view name) const;              // nullptr if unknown
+  std::vector<const Variant*> variants(std::string_view family) const;  // sorted by name
+  const Variant* variant(std::string_view family, std::string_view name) const;
+  // Dispatch order for the public op: the default variant, then the other ladder rungs from the
+  // highest down, then the baseline. Returns the first that supports `p`, or throws kNotSupported
+  // listing every variant's reason.
+  const Variant& pick(const Problem& p) const;
+
+ private:
+  std::vector<std::unique_ptr<Family>> families_;
+  std::vector<std::unique_ptr<Variant>> variants_;
+};
+
+// Typed adapter: a rung file writes typed functions and registers them through this.
+template <class ProblemT, class ArgsT>
+class TypedVariant final : public Variant {
+ public:
+  using SupportsFn = std::string (*)(const ProblemT&);
+  using LaunchFn = void (*)(const ArgsT&, cudaStream_t);
+  TypedVariant(std::string family, std::string name, std::string summary, int min_sm,
+               unsigned flags, SupportsFn supports, LaunchFn launch)
+      : Variant(std::move(family), std::move(name), std::move(summary), min_sm, flags),
+        supports_(supports), launch_(launch) {}
+
+ protected:
+  std::string supports_impl(const Problem& p) const override {
+    return supports_ ? supports_(cast(p)) : std::string();
+  }
+  void launch_impl(const Problem& p, const Operands& ops, cudaStream_t stream) const override {
+    launch_(ArgsT::bind(cast(p), ops), stream);
+  }
+
+ private:
+  const ProblemT& cast(const Problem& p) const {
+    auto* typed = dynamic_cast<const ProblemT*>(&p);
+    if (!typed) HK_THROW(kType, family(), "/", name(), ": got a problem of family ", p.family());
+    return *typed;
+  }
+  SupportsFn supports_;
+  LaunchFn launch_;
+};
+
+namespace detail {
+struct Registrar {
+  explicit Registrar(std::unique_ptr<Family> f) { Registry::get().add(std::move(f)); }
+  explicit Registrar(std::unique_ptr<Variant> v) { Registry::get().add(std::move(v)); }
+};
+}  // namespace detail
+
+}  // namespace hk
+
+#define HK_CONCAT_INNER(a, b) a##b
+#define HK_CONCAT(a, b) HK_CONCAT_INNER(a, b)
+
+// One line at the end of a rung file:
+//   HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v03_vectorized", "summary", 80,
+//                       hk::kFlagDefault, gelu_v03_supports, gelu_v03_launch);
+#define HK_REGISTER_VARIANT(ProblemT, ArgsT, family, name, summary, min_sm, flags, supports, launch) \
+  static const ::hk::detail::Registrar HK_CONCAT(hk_variant_registrar_, __LINE__)(              \
+      std::unique_ptr<::hk::Variant>(new ::hk::TypedVariant<ProblemT, ArgsT>(                   \
+          family, name, summary, min_sm, flags, supports, launch)))
+
+#define HK_REGISTER_FAMILY(FamilyT)                                             \
+  static const ::hk::detail::Registrar HK_CONCAT(hk_family_registrar_, __LINE__)( \
+      std::unique_ptr<::hk::Family>(new FamilyT()))

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The one command for the GPU box: build with every core, run every GPU test, the sanitizer
+# sweep, the Python tests (when the package exists) and `hk bench`, then print a short summary.
+# Logs go to build/gpu-check/; at the end $OUT (when set, as on the device tool) receives
+# summary.txt, the bench JSON files and logs.tgz (everything) — the tool returns at most 8 files.
+# Usage: scripts/gpu-check.sh [--quick]
+#   --quick   skip the sanitizer sweep and the full family benchmarks (tests + main job only)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOGS=$PWD/build/gpu-check
+rm -rf "$LOGS"; mkdir -p "$LOGS"
+quick=0; [[ ${1:-} == --quick ]] && quick=1
+export HK_CACHE_DIR="$LOGS/cache"
+finish() {
+  if [[ -n ${OUT:-} ]]; then
+    cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null
+    cp "$LOGS"/bench-*.json "$OUT/" 2>/dev/null
+    tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
+  fi
+}
+trap finish EXIT
+summary="$LOGS/summary.txt"; : >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+t0=$(date +%s)
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$LOGS/nvidia-smi.txt" 2>&1
+say "gpu: $(tail -1 "$LOGS/nvidia-smi.txt")"
+
+# 1. build (release preset, all cores)
+build=build/release
+cmake --preset release -DHK_WERROR=ON >"$LOGS/configure.log" 2>&1 &&
+  cmake --build --preset release -j "$(nproc)" >"$LOGS/build.log" 2>&1
+rc=$?
+say "build: rc=$rc ($(( $(date +%s) - t0 ))s), warnings: $(grep -c -i 'warning' "$LOGS/build.log")"
+[[ $rc -ne 0 ]] && { tail -50 "$LOGS/build.log"; exit 1; }
+grep -E "spill|stack frame|lmem" "$LOGS/build.log" | sort -u >"$LOGS/ptxas-notes.txt"
+
+# 2. every GPU test, one process (the ctest entries are the same cases, one process each)
+"$build/tests/cpp/hk_tests" --gtest_output="json:$LOGS/tests.json" >"$LOGS/tests.log" 2>&1
+rc=$?
+say "tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]+' "$LOGS/tests.log" | tr '\n' ' ')"
+grep -E "^\[  FAILED  \]" "$LOGS/tests.log" | head -20 | tee -a "$summary"
+grep -B1 -A3 "Failure" "$LOGS/tests.log" | head -60 >"$LOGS/failures.txt"
+
+# 3. sanitizer sweep
+if [[ $quick -eq 0 ]]; then
+  scripts/sanitize.sh "$build" "$LOGS/sanitize" >/dev/null 2>&1
+  say "sanitize: rc=$?"; sed 's/^/  /' "$LOGS/sanitize/summary.txt" | tee -a "$summary"
+fi
+
+# 4. Python tests against torch (when the package is built)
+if [[ -f tests/python/conftest.py ]]; then
+  scripts/python-check.sh "$LOGS" >"$LOGS/python.log" 2>&1
+  say "python: rc=$? $(tail -1 "$LOGS/python.log")"
+fi
+
+# 5. the main job, then the family ladders
+"$build/hk" info >"$LOGS/info.txt" 2>&1
+sed -n '/measured ceilings/,$p' "$LOGS/info.txt" | tee -a "$summary"
+"$build/hk" bench --json "$LOGS/bench-quick.json" >"$LOGS/bench-quick.md" 2>"$LOGS/bench-quick.err"
+say "hk bench (quick suite): rc=$?"
+if [[ $quick -eq 0 ]]; then
+  "$build/hk" bench gelu --json "$LOGS/bench-gelu.json" >"$LOGS/bench-gelu.md" 2>"$LOGS/bench-gelu.err"
+  say "hk bench gelu: rc=$?"
+fi
+say "total: $(( $(date +%s) - t0 ))s"
+echo
+for f in "$LOGS"/bench-*.md; do echo "== $(basename "$f")"; grep -E "^\| |^Geometric|^hk bench" "$f"; done
+echo
+cat "$summary"

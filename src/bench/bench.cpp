@@ -1,0 +1,163 @@
+#include "bench/bench.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+
+#include "bench/case.hpp"
+#include "hk/device.hpp"
+#include "hk_version.hpp"
+
+namespace hk::bench {
+
+bool glob_match(std::string_view pat, std::string_view s) {
+  // '*' and '?' only; iterative with backtracking to the last star.
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < s.size()) {
+    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[t])) { ++p; ++t; }
+    else if (p < pat.size() && pat[p] == '*') { star = p++; mark = t; }
+    else if (star != std::string_view::npos) { p = star + 1; t = ++mark; }
+    else return false;
+  }
+  while (p < pat.size() && pat[p] == '*') ++p;
+  return p == pat.size();
+}
+
+static std::vector<const Variant*> selected(const Family& f, const BenchRequest& req) {
+  std::vector<const Variant*> out;
+  for (const Variant* v : Registry::get().variants(f.name())) {
+    bool take;
+    if (!req.variant_glob.empty()) take = glob_match(req.variant_glob, v->name());
+    else if (req.select.quick) take = v->is(kFlagDefault) || v->is(kFlagBaseline);
+    else take = true;
+    if (take || v->is(kFlagBaseline)) out.push_back(v);  // the baseline always runs: speedup column
+  }
+  return out;
+}
+
+std::vector<Row> run(const BenchRequest& req) {
+  std::vector<const Family*> fams;
+  for (const Family* f : Registry::get().families())
+    if (req.families.empty() || std::find(req.families.begin(), req.families.end(), f->name()) != req.families.end())
+      fams.push_back(f);
+  // Count the work for the progress line.
+  size_t total = 0, done = 0;
+  std::vector<std::pair<const Family*, std::vector<ProblemPtr>>> plan;
+  for (const Family* f : fams) {
+    auto probs = f->bench_problems(req.select);
+    total += probs.size() * selected(*f, req).size();
+    plan.emplace_back(f, std::move(probs));
+  }
+  std::vector<Row> rows;
+  uint64_t seed = static_cast<uint64_t>(std::time(nullptr));
+  for (auto& [f, probs] : plan) {
+    auto vars = selected(*f, req);
+    for (auto& p : probs) {
+      Case c(p, ++seed);
+      size_t first_row = rows.size();
+      double base_us = 0;
+      for (const Variant* v : vars) {
+        ++done;
+        if (req.progress)
+          std::fprintf(stderr, "\r[%zu/%zu] %s/%s %s\033[K", done, total, f->name().c_str(),
+                       v->name().c_str(), p->key().c_str());
+        Row r{f->name(), v->name(), p->key(), "ok", v->is(kFlagBaseline), {}, p->flops(), p->bytes()};
+        std::string why = v->supports(*p);
+        if (!why.empty()) {
+          r.status = "SKIP: " + why;
+        } else {
+          CheckResult chk = c.run_and_check(*v);
+          if (!chk.ok) r.status = "FAIL: " + chk.message;
+          else r.t = time_variant(*v, *p, c.operands(), req.time);
+        }
+        if (r.is_baseline && r.status == "ok") base_us = r.t.median_us;
+        rows.push_back(r);
+      }
+      for (size_t i = first_row; i < rows.size(); ++i)
+        if (base_us > 0 && rows[i].status == "ok") rows[i].speedup = base_us / rows[i].t.median_us;
+    }
+  }
+  if (req.progress) std::fprintf(stderr, "\r\033[K");
+  return rows;
+}
+
+std::string markdown(const std::vector<Row>& rows, double copy_bw, double bf16_peak) {
+  std::string out =
+      "| op | variant | problem | median µs | spread % | TFLOP/s | TB/s | % copy BW | % bf16 peak | vs baseline |\n"
+      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::map<std::string, std::pair<double, int>> geo;  // family/variant -> (sum log speedup, n)
+  std::vector<std::string> order;
+  for (auto& r : rows) {
+    if (r.status != "ok") {
+      out += fmt::format("| {} | {} | {} | {} | | | | | | |\n", r.family, r.variant, r.key, r.status);
+      continue;
+    }
+    out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.3f} | {:.1f} | {:.2f} | {} |\n",
+                       r.family, r.variant, r.key, r.t.median_us, r.t.spread_pct(), r.tflops(), r.tbps(),
+                       copy_bw > 0 ? 100.0 * r.bytes / (r.t.median_us * 1e-6) / copy_bw : 0.0,
+                       bf16_peak > 0 ? 100.0 * r.flops / (r.t.median_us * 1e-6) / bf16_peak : 0.0,
+                       r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : std::string("n/a"));
+    if (r.speedup > 0) {
+      std::string k = r.family + "/" + r.variant;
+      if (!geo.count(k)) order.push_back(k);
+      geo[k].first += std::log(r.speedup);
+      geo[k].second += 1;
+    }
+  }
+  if (!order.empty()) {
+    out += "\nGeometric mean speedup over the family baseline:";
+    for (auto& k : order) out += fmt::format(" {} {:.2f}x;", k, std::exp(geo[k].first / geo[k].second));
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::json environment_json() {
+  nlohmann::json j;
+  j["hopperkit_git_sha"] = kGitSha;
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  j["date"] = buf;
+  if (device_count() == 0) return j;
+  const DeviceInfo& d = device_info();
+  j["gpu"] = {{"name", d.name}, {"uuid", d.uuid}, {"sm", d.sm()}, {"sm_count", d.sm_count},
+              {"l2_bytes", d.l2_bytes}, {"global_mem_bytes", d.global_mem_bytes},
+              {"max_sm_clock_mhz", d.max_sm_clock_mhz}, {"max_mem_clock_mhz", d.max_mem_clock_mhz}};
+  if (auto c = current_clocks()) j["gpu"]["clocks_now"] = {{"sm_mhz", c->sm_mhz}, {"mem_mhz", c->mem_mhz}};
+  j["driver_version"] = d.driver_version;
+  j["cuda_runtime_version"] = d.runtime_version;
+  Ceilings c = measured_ceilings();
+  j["ceilings"] = {{"copy_bytes_per_s", c.copy_bytes_per_s}, {"bf16_flops_per_s", c.bf16_flops_per_s},
+                   {"measured_at", c.measured_at}};
+  return j;
+}
+
+nlohmann::json to_json(const std::vector<Row>& rows, const BenchRequest& req) {
+  nlohmann::json j = environment_json();
+  j["kind"] = "hk-bench";
+  j["options"] = {{"warm_l2", req.time.warm}, {"quick", req.select.quick}, {"variant", req.variant_glob}};
+  auto& arr = j["rows"] = nlohmann::json::array();
+  for (auto& r : rows) {
+    nlohmann::json x = {{"op", r.family}, {"variant", r.variant}, {"problem", r.key}, {"status", r.status},
+                        {"baseline", r.is_baseline}, {"flops", r.flops}, {"bytes", r.bytes}};
+    if (r.status == "ok") {
+      x["median_us"] = r.t.median_us;
+      x["min_us"] = r.t.min_us;
+      x["p25_us"] = r.t.p25_us;
+      x["p75_us"] = r.t.p75_us;
+      x["samples"] = r.t.samples;
+      x["tflops"] = r.tflops();
+      x["tbps"] = r.tbps();
+      if (r.speedup > 0) x["speedup_vs_baseline"] = r.speedup;
+    }
+    arr.push_back(x);
+  }
+  return j;
+}
+
+}  // namespace hk::bench

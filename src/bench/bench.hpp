@@ -1,0 +1,61 @@
+// bench/bench.hpp — the benchmark harness behind `hk bench` (DESIGN.md §6).
+//
+// verify-then-time: each (problem, variant) is first checked against the fp64 reference on
+// fresh random inputs; a wrong variant's row says FAIL and is not timed. Timing uses CUDA events
+// around each launch, warm-up first, median and interquartile spread over many samples, and a
+// cold L2 before every sample (a read-only sweep of 3x L2: it evicts without leaving dirty lines
+// whose write-back would be billed to the kernel). --warm skips the sweep.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hk/registry.hpp"
+
+namespace hk::bench {
+
+struct TimeOptions {
+  bool warm = false;
+  int min_samples = 10;
+  int max_samples = 100;
+  double budget_ms = 1500;  // per (problem, variant), after warm-up
+};
+
+struct Timing {
+  double median_us = 0, min_us = 0, p25_us = 0, p75_us = 0;
+  int samples = 0;
+  double spread_pct() const { return median_us > 0 ? 100.0 * (p75_us - p25_us) / median_us : 0; }
+};
+
+// Times `launch` (one call = one op) under `opt`; cold L2 unless opt.warm.
+Timing time_launches(const std::function<void(cudaStream_t)>& launch, const TimeOptions& opt);
+Timing time_variant(const Variant& v, const Problem& p, const Operands& ops, const TimeOptions& opt);
+
+struct Row {
+  std::string family, variant, key, status;  // status: "ok", "FAIL: ...", "SKIP: ..."
+  bool is_baseline = false;
+  Timing t;
+  double flops = 0, bytes = 0;
+  double tflops() const { return t.median_us > 0 ? flops / (t.median_us * 1e-6) / 1e12 : 0; }
+  double tbps() const { return t.median_us > 0 ? bytes / (t.median_us * 1e-6) / 1e12 : 0; }
+  double speedup = 0;  // baseline median / this median (same problem, same run); 0 = n/a
+};
+
+struct BenchRequest {
+  std::vector<std::string> families;  // empty = all
+  std::string variant_glob;           // empty = all (quick: default + baseline)
+  BenchSelect select;
+  TimeOptions time;
+  bool progress = true;  // a progress line on stderr
+};
+
+std::vector<Row> run(const BenchRequest& req);
+std::string markdown(const std::vector<Row>& rows, double copy_bw, double bf16_peak);
+nlohmann::json to_json(const std::vector<Row>& rows, const BenchRequest& req);
+// GPU, clocks, driver, CUDA, git SHA, ceilings, date.
+nlohmann::json environment_json();
+bool glob_match(std::string_view pattern, std::string_view text);
+
+}  // namespace hk::bench

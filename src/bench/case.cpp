@@ -1,0 +1,175 @@
+#include "bench/case.hpp"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <cmath>
+#include <mutex>
+
+#include "core/host.hpp"
+
+namespace hk::bench {
+
+DeviceBuffer::DeviceBuffer(int64_t bytes) : bytes_(bytes) {
+  if (bytes > 0) HK_CHECK_CUDA(cudaMalloc(&ptr_, static_cast<size_t>(bytes)));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+Case::Case(ProblemPtr problem, uint64_t seed) : problem_(std::move(problem)) {
+  out_specs_ = problem_->outputs();
+  for (auto& spec : problem_->inputs()) in_dev_.emplace_back(host::storage_bytes(spec));
+  for (auto& spec : out_specs_) out_dev_.emplace_back(host::storage_bytes(spec));
+  refresh_inputs(seed);
+}
+
+void Case::refresh_inputs(uint64_t seed) {
+  auto specs = problem_->inputs();
+  in_host_.clear();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    in_host_.push_back(host::random_tensor(specs[i], seed * 131 + i));
+    std::vector<uint8_t> storage;
+    host::encode(specs[i], in_host_.back().values, storage);
+    if (!storage.empty())
+      HK_CHECK_CUDA(cudaMemcpy(in_dev_[i].get(), storage.data(), storage.size(), cudaMemcpyHostToDevice));
+  }
+  ref_ready_ = false;
+}
+
+Operands Case::operands() const {
+  Operands ops;
+  auto specs = problem_->inputs();
+  for (size_t i = 0; i < specs.size(); ++i)
+    ops.in.emplace_back(in_dev_[i].get(), specs[i].dtype, specs[i].shape, specs[i].strides);
+  for (size_t i = 0; i < out_specs_.size(); ++i)
+    ops.out.emplace_back(out_dev_[i].get(), out_specs_[i].dtype, out_specs_[i].shape, out_specs_[i].strides);
+  return ops;
+}
+
+void Case::poison_outputs(cudaStream_t stream) {
+  for (auto& b : out_dev_)
+    if (b.bytes() > 0) HK_CHECK_CUDA(cudaMemsetAsync(b.get(), host::kPoisonByte, b.bytes(), stream));
+}
+
+static std::string coords(const std::vector<int64_t>& shape, int64_t flat) {
+  std::vector<int64_t> c(shape.size());
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    c[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return fmt::format("[{}]", fmt::join(c, ", "));
+}
+
+CheckResult compare(const TensorSpec& spec, const std::vector<double>& got,
+                    const std::vector<double>& ref, const Tolerance& tol) {
+  CheckResult r;
+  r.checked = static_cast<int64_t>(ref.size());
+  std::atomic<int64_t> bad{0};
+  std::mutex mu;
+  int64_t first = -1;
+  double max_err = 0;
+  host::parallel_for(r.checked, [&](int64_t b, int64_t e) {
+    int64_t local_bad = 0, local_first = -1;
+    double local_max = 0;
+    for (int64_t i = b; i < e; ++i) {
+      double g = got[i], x = ref[i];
+      bool ok;
+      if (std::isnan(x)) ok = std::isnan(g);
+      else if (std::isinf(x)) ok = g == x;
+      else {
+        double err = std::fabs(g - x);
+        ok = err <= tol.atol + tol.rtol * std::fabs(x);  // false for NaN g
+        if (std::isfinite(err)) local_max = std::max(local_max, err);
+        else ok = false;
+      }
+      if (!ok) {
+        if (local_first < 0) local_first = i;
+        ++local_bad;
+      }
+    }
+    bad += local_bad;
+    std::lock_guard<std::mutex> lock(mu);
+    max_err = std::max(max_err, local_max);
+    if (local_first >= 0 && (first < 0 || local_first < first)) first = local_first;
+  });
+  r.mismatches = bad;
+  r.max_abs_err = max_err;
+  if (first >= 0) {
+    r.ok = false;
+    r.message = fmt::format("{}{}: got {:.9g}, expected {:.9g} (bound {:.3g}); {} of {} elements differ",
+                            spec.name, coords(spec.shape, first), got[first], ref[first],
+                            tol.atol + tol.rtol * std::fabs(ref[first]), r.mismatches, r.checked);
+  }
+  return r;
+}
+
+CheckResult Case::check() {
+  if (!ref_ready_) {
+    ref_.clear();
+    for (auto& spec : out_specs_) {
+      HostTensor t{spec, {}};
+      int64_t n = 1;
+      for (int64_t d : spec.shape) n *= d;
+      t.values.assign(n, std::nan(""));
+      ref_.push_back(std::move(t));
+    }
+    problem_->reference(in_host_, ref_);
+    ref_ready_ = true;
+  }
+  CheckResult total;
+  for (size_t i = 0; i < out_specs_.size(); ++i) {
+    const TensorSpec& spec = out_specs_[i];
+    std::vector<uint8_t> storage(out_dev_[i].bytes());
+    if (!storage.empty())
+      HK_CHECK_CUDA(cudaMemcpy(storage.data(), out_dev_[i].get(), storage.size(), cudaMemcpyDeviceToHost));
+    std::vector<double> got;
+    host::decode(spec, storage, got);
+    CheckResult r = compare(spec, got, ref_[i].values, problem_->tolerance(static_cast<int>(i)));
+    total.checked += r.checked;
+    total.mismatches += r.mismatches;
+    total.max_abs_err = std::max(total.max_abs_err, r.max_abs_err);
+    if (!r.ok && total.ok) {
+      total.ok = false;
+      total.message = r.message;
+    }
+    // Padding between strided rows must still be poison: nothing may write outside the view.
+    if (!spec.strides.empty() && spec.dtype != DType::kI4) {
+      std::vector<uint8_t> touched(storage.size(), 0);
+      int esize = dtype_bits(spec.dtype) / 8;
+      for (int64_t off : host::storage_offsets(spec))
+        for (int k = 0; k < esize; ++k) touched[off * esize + k] = 1;
+      for (size_t b = 0; b < storage.size(); ++b)
+        if (!touched[b] && storage[b] != host::kPoisonByte) {
+          if (total.ok) total.message = fmt::format("{}: byte {} of the padding between rows was written", spec.name, b);
+          total.ok = false;
+          ++total.mismatches;
+          break;
+        }
+    }
+  }
+  return total;
+}
+
+CheckResult Case::run_and_check(const Variant& v, cudaStream_t stream) {
+  poison_outputs(stream);
+  v.run(*problem_, operands(), stream);
+  HK_CHECK_CUDA(cudaStreamSynchronize(stream));
+  return check();
+}
+
+}  // namespace hk::bench

@@ -1,0 +1,86 @@
+#include "hk/registry.hpp"
+
+#include <fmt/format.h>
+#include <nvtx3/nvtx3.hpp>
+
+#include <algorithm>
+
+#include "hk/device.hpp"
+
+namespace hk {
+
+Variant::Variant(std::string family, std::string name, std::string summary, int min_sm, unsigned flags)
+    : family_(std::move(family)), name_(std::move(name)), summary_(std::move(summary)),
+      min_sm_(min_sm), flags_(flags) {}
+
+std::string Variant::supports(const Problem& p) const {
+  if (p.family() != family_)
+    return fmt::format("{} is a {} variant, the problem is {}", name_, family_, p.family());
+  if (device_count() > 0) {
+    int sm = device_info().sm();
+    if (sm < min_sm_) return fmt::format("needs sm_{} or newer, the device is sm_{}", min_sm_, sm);
+  }
+  return supports_impl(p);
+}
+
+void Variant::run(const Problem& p, const Operands& ops, cudaStream_t stream) const {
+  std::string why = supports(p);
+  if (!why.empty()) HK_THROW(kNotSupported, family_, "/", name_, " cannot run ", p.key(), ": ", why);
+  nvtx3::scoped_range range{fmt::format("{}/{}/{}", family_, name_, p.key())};
+  launch_impl(p, ops, stream);
+}
+
+Registry& Registry::get() {
+  static Registry registry;
+  return registry;
+}
+
+void Registry::add(std::unique_ptr<Family> family) { families_.push_back(std::move(family)); }
+void Registry::add(std::unique_ptr<Variant> variant) { variants_.push_back(std::move(variant)); }
+
+std::vector<const Family*> Registry::families() const {
+  std::vector<const Family*> out;
+  for (auto& f : families_) out.push_back(f.get());
+  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->name() < b->name(); });
+  return out;
+}
+
+const Family* Registry::family(std::string_view name) const {
+  for (auto& f : families_)
+    if (f->name() == name) return f.get();
+  return nullptr;
+}
+
+std::vector<const Variant*> Registry::variants(std::string_view family) const {
+  std::vector<const Variant*> out;
+  for (auto& v : variants_)
+    if (v->family() == family) out.push_back(v.get());
+  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->name() < b->name(); });
+  return out;
+}
+
+const Variant* Registry::variant(std::string_view family, std::string_view name) const {
+  for (auto& v : variants_)
+    if (v->family() == family && v->name() == name) return v.get();
+  return nullptr;
+}
+
+const Variant& Registry::pick(const Problem& p) const {
+  std::vector<const Variant*> all = variants(p.family());
+  std::vector<const Variant*> order;
+  for (auto* v : all)
+    if (v->is(kFlagDefault)) order.push_back(v);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (!(*it)->is(kFlagDefault) && !(*it)->is(kFlagBaseline)) order.push_back(*it);
+  for (auto* v : all)
+    if (v->is(kFlagBaseline) && !v->is(kFlagDefault)) order.push_back(v);
+  std::string reasons;
+  for (auto* v : order) {
+    std::string why = v->supports(p);
+    if (why.empty()) return *v;
+    reasons += fmt::format("\n  {}: {}", v->name(), why);
+  }
+  HK_THROW(kNotSupported, p.family(), ": no variant can run ", p.key(), reasons);
+}
+
+}  // namespace hk

@@ -1,0 +1,169 @@
+// GeLU beyond the registry sweep: bad input (CPU), empty tensors, the public op's fallback, and
+// one tensor past 2^31 elements per variant (GPU).
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "bench/case.hpp"
+#include "core/host.hpp"
+#include "gelu/gelu_op.hpp"
+#include "hk/hk.hpp"
+
+using hk::DType;
+using hk::ErrorKind;
+using hk::TensorView;
+
+namespace {
+
+// A fake, never-dereferenced device address: validation must reject before any launch.
+void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t(1) << 40 | offset); }
+
+template <class F>
+void expect_error(ErrorKind kind, const std::string& fragment, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no hk::Error thrown (expected " << hk::to_string(kind) << ")";
+  } catch (const hk::Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(GeluBadInput, WrongDtype) {
+  TensorView x(fake_ptr(), DType::kI32, {16}), y(fake_ptr(), DType::kI32, {16});
+  expect_error(ErrorKind::kType, "i32", [&] { hk::gelu(x, y); });
+  TensorView xb(fake_ptr(), DType::kBF16, {16}), yf(fake_ptr(), DType::kF32, {16});
+  expect_error(ErrorKind::kType, "y is f32 but x is bf16", [&] { hk::gelu(xb, yf); });
+}
+
+TEST(GeluBadInput, MismatchedShapes) {
+  TensorView x(fake_ptr(), DType::kBF16, {4, 8}), y(fake_ptr(), DType::kBF16, {8, 4});
+  expect_error(ErrorKind::kValue, "[8x4]", [&] { hk::gelu(x, y); });
+  TensorView dy(fake_ptr(), DType::kBF16, {4, 9});
+  expect_error(ErrorKind::kValue, "dy has shape [4x9]", [&] { hk::gelu_backward(x, dy, x); });
+}
+
+TEST(GeluBadInput, NullPointerWithElements) {
+  TensorView x(nullptr, DType::kF32, {5}), y(fake_ptr(), DType::kF32, {5});
+  expect_error(ErrorKind::kValue, "null pointer with 5 elements", [&] { hk::gelu(x, y); });
+}
+
+TEST(GeluBadInput, NonContiguous) {
+  TensorView x(fake_ptr(), DType::kF32, {4, 4}, {8, 1}), y(fake_ptr(), DType::kF32, {4, 4}, {8, 1});
+  expect_error(ErrorKind::kNotSupported, "contiguous", [&] { hk::gelu(x, y); });
+}
+
+TEST(GeluBadInput, MisalignedPointerForVectorizedRung) {
+  const hk::Variant* v = hk::Registry::get().variant("gelu", "v03_vectorized");
+  ASSERT_NE(v, nullptr);
+  TensorView x(fake_ptr(2), DType::kBF16, {64}), y(fake_ptr(), DType::kBF16, {64});
+  hk::GeluProblem p({64}, DType::kBF16, hk::GeluApprox::kTanh, false);
+  p.align_bytes = std::min(x.alignment(), y.alignment());
+  EXPECT_EQ(p.align_bytes, 2);
+  expect_error(ErrorKind::kNotSupported, "16-byte", [&] { v->run(p, hk::Operands{{x}, {y}}, nullptr); });
+  // The public op does not fail: dispatch falls back to a rung that takes any alignment.
+  EXPECT_EQ(hk::Registry::get().pick(p).name(), "v02_fused");
+}
+
+TEST(GeluBadInput, EmptyTensorIsANoOp) {
+  TensorView x(nullptr, DType::kBF16, {0, 128}), y(nullptr, DType::kBF16, {0, 128});
+  EXPECT_NO_THROW(hk::gelu(x, y));
+  EXPECT_NO_THROW(hk::gelu_backward(x, x, y, hk::GeluApprox::kNone));
+}
+
+TEST(GeluDispatch, DefaultIsTheVectorizedRung) {
+  hk::GeluProblem p({4096}, DType::kBF16, hk::GeluApprox::kTanh, false);
+  EXPECT_EQ(hk::Registry::get().pick(p).name(), "v03_vectorized");
+}
+
+// Public op on the GPU, unaligned views included (the fallback path).
+TEST(GeluPublic, MatchesReferenceIncludingUnalignedViews) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const int64_t n = 10007;
+  for (int64_t offset : {0, 1}) {
+    auto p = std::make_shared<hk::GeluProblem>(std::vector<int64_t>{n}, DType::kBF16, hk::GeluApprox::kTanh, false);
+    hk::TensorSpec spec = p->inputs()[0];
+    hk::HostTensor x = hk::host::random_tensor(spec, 99 + offset);
+    std::vector<uint8_t> xs;
+    hk::host::encode(spec, x.values, xs);
+    hk::bench::DeviceBuffer dx((n + 8) * 2), dy((n + 8) * 2);
+    char* xp = static_cast<char*>(dx.get()) + 2 * offset;
+    char* yp = static_cast<char*>(dy.get()) + 2 * offset;
+    ASSERT_EQ(cudaMemcpy(xp, xs.data(), xs.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dy.get(), 0xFF, (n + 8) * 2), cudaSuccess);
+    hk::gelu(TensorView(xp, DType::kBF16, {n}), TensorView(yp, DType::kBF16, {n}));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> ys(n * 2);
+    ASSERT_EQ(cudaMemcpy(ys.data(), yp, ys.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    hk::TensorSpec ospec = p->outputs()[0];
+    std::vector<double> got;
+    hk::host::decode(ospec, ys, got);
+    std::vector<hk::HostTensor> in = {x}, out = {{ospec, std::vector<double>(n)}};
+    p->reference(in, out);
+    auto r = hk::bench::compare(ospec, got, out[0].values, p->tolerance(0));
+    EXPECT_TRUE(r.ok) << "offset " << offset << ": " << r.message;
+  }
+}
+
+// Past 2^31 elements: every bf16 input is one of 2^16 bit patterns, so the fp64 reference is a
+// table and the whole output is checked. Needs ~9 GB of device memory (v01: ~35 GB).
+TEST(GeluLarge, PastTwoToThe31Elements) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const int64_t n = (int64_t(1) << 31) + 4101;
+  hk::GeluProblem p({n}, DType::kBF16, hk::GeluApprox::kTanh, false);
+  std::vector<uint16_t> xs(n);
+  hk::host::parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      uint64_t h = (uint64_t(i) * 0x9E3779B97F4A7C15ull) >> 40;
+      // finite bf16 with |x| < 16: exponent field below 0x83, any mantissa, either sign
+      xs[i] = static_cast<uint16_t>(((h & 1) << 15) | ((0x70 + (h >> 1) % 0x13) << 7) | ((h >> 8) & 0x7F));
+    }
+  });
+  std::vector<double> table(1 << 16);
+  {
+    std::vector<hk::HostTensor> in = {{p.inputs()[0], std::vector<double>(1 << 16)}};
+    for (int b = 0; b < (1 << 16); ++b) {
+      __nv_bfloat16_raw raw{static_cast<unsigned short>(b)};
+      in[0].values[b] = static_cast<double>(__bfloat162float(__nv_bfloat16(raw)));
+    }
+    std::vector<hk::HostTensor> out = {{p.outputs()[0], std::vector<double>(1 << 16)}};
+    hk::GeluProblem small({1 << 16}, DType::kBF16, hk::GeluApprox::kTanh, false);
+    small.reference(in, out);
+    table = out[0].values;
+  }
+  size_t free_b = 0, total_b = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  hk::bench::DeviceBuffer dx(n * 2), dy(n * 2);
+  ASSERT_EQ(cudaMemcpy(dx.get(), xs.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  for (const hk::Variant* v : hk::Registry::get().variants("gelu")) {
+    if (v->is(hk::kFlagReference) && free_b < size_t(3 * n * 4 + 2 * n * 2 + (1ull << 30))) {
+      ADD_FAILURE() << v->name() << " needs " << 3 * n * 4 / 1e9 << " GB of temporaries, free " << free_b / 1e9;
+      continue;
+    }
+    ASSERT_EQ(cudaMemset(dy.get(), 0xFF, n * 2), cudaSuccess);
+    v->run(p, hk::Operands{{TensorView(dx.get(), DType::kBF16, {n})}, {TensorView(dy.get(), DType::kBF16, {n})}}, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> ys(n);
+    ASSERT_EQ(cudaMemcpy(ys.data(), dy.get(), n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::atomic<int64_t> bad{0}, first{-1};
+    hk::Tolerance tol = p.tolerance(0);
+    hk::host::parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        __nv_bfloat16_raw raw{ys[i]};
+        double got = __bfloat162float(__nv_bfloat16(raw)), want = table[xs[i]];
+        if (!(std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want))) {
+          int64_t expect = -1;
+          first.compare_exchange_strong(expect, i);
+          ++bad;
+        }
+      }
+    });
+    EXPECT_EQ(bad.load(), 0) << v->name() << ": a mismatch at element " << first.load() << " of " << n;
+  }
+}

@@ -1,0 +1,55 @@
+// The one test binary's main: registers one test per (family, variant, test problem) from the
+// registry (DESIGN.md §5), then runs everything. Without a GPU those tests skip with the reason.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+
+#include "bench/case.hpp"
+#include "hk/hk.hpp"
+
+namespace {
+
+class VariantTest : public testing::Test {
+ public:
+  VariantTest(const hk::Variant* v, hk::ProblemPtr p) : v_(v), p_(std::move(p)) {}
+  void TestBody() override {
+    std::string no_gpu = hk::no_gpu_reason();
+    if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+    std::string why = v_->supports(*p_);
+    if (!why.empty()) GTEST_SKIP() << v_->name() << " does not support " << p_->key() << ": " << why;
+    // Fresh inputs every run; the seed is printed so a failure can be replayed.
+    uint64_t seed = std::random_device{}() ^ static_cast<uint64_t>(
+        std::chrono::steady_clock::now().time_since_epoch().count());
+    hk::bench::Case c(p_, seed);
+    hk::bench::CheckResult r = c.run_and_check(*v_);
+    EXPECT_TRUE(r.ok) << v_->family() << "/" << v_->name() << " " << p_->key() << " seed " << seed
+                      << ": " << r.message;
+  }
+
+ private:
+  const hk::Variant* v_;
+  hk::ProblemPtr p_;
+};
+
+void register_variant_tests() {
+  auto& reg = hk::Registry::get();
+  for (const hk::Family* f : reg.families()) {
+    auto problems = f->test_problems();
+    for (const hk::Variant* v : reg.variants(f->name())) {
+      std::string suite = f->name() + "/" + v->name();
+      for (auto& p : problems) {
+        testing::RegisterTest(suite.c_str(), p->key().c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                              [v, p]() -> testing::Test* { return new VariantTest(v, p); });
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  register_variant_tests();
+  return RUN_ALL_TESTS();
+}
