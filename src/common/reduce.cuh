@@ -1,0 +1,63 @@
+// common/reduce.cuh — warp, block and cluster reductions in f32 for the reduction families.
+//
+// NaN semantics: sums propagate NaN by IEEE arithmetic; max_nan() propagates NaN explicitly
+// (fmaxf(NaN, x) returns x, which would silently drop a NaN that the reference keeps).
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <cub/block/block_reduce.cuh>
+
+namespace hk {
+
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+  static constexpr float kIdentity = 0.0f;
+};
+
+// max that returns NaN if either operand is NaN
+__device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
+
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return max_nan(a, b); }
+  static constexpr float kIdentity = -__builtin_huge_valf();
+};
+
+template <class Op>
+__device__ __forceinline__ float warp_reduce(float v, Op op) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;  // every lane holds the result
+}
+
+// Block-wide reduction through CUB; every thread receives the result (one extra barrier).
+template <int kThreads, class Op>
+__device__ __forceinline__ float block_reduce(float v, Op op) {
+  using Reduce = cub::BlockReduce<float, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  __shared__ float result;
+  float r = Reduce(tmp).Reduce(v, op);
+  if (threadIdx.x == 0) result = r;
+  __syncthreads();
+  r = result;
+  __syncthreads();  // `tmp` and `result` may be reused by the caller's next reduction
+  return r;
+}
+
+// Cluster-wide reduction through distributed shared memory: each block publishes its partial
+// in its own shared memory, the cluster synchronizes, every block reads all partials.
+// Call from every thread of every block in the cluster with the block's reduced value.
+template <class Op>
+__device__ __forceinline__ float cluster_reduce(float block_value, Op op) {
+  namespace cg = cooperative_groups;
+  __shared__ float partial;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) partial = block_value;
+  cluster.sync();
+  float r = Op::kIdentity;
+  for (unsigned b = 0; b < cluster.num_blocks(); ++b) r = op(r, *cluster.map_shared_rank(&partial, b));
+  cluster.sync();  // no block may exit (freeing its smem) while peers still read it
+  return r;
+}
+
+}  // namespace hk
