@@ -78,9 +78,12 @@ void GeluProblem::reference(const std::vector<HostTensor>& in, std::vector<HostT
 
 Tolerance GeluProblem::tolerance(int) const {
   // Math in f32, one rounding to the output dtype: one output ulp of relative error, plus an
-  // absolute floor for results near zero (where the f32 exp/erf error dominates).
+  // absolute floor for results near zero (where the f32 exp/erf error dominates). The f32
+  // backward floor is wider: the eager-style rung evaluates 0.5 (1 + t) and 1 - t^2 with
+  // t = tanh(u) -> ±1, whose f32 cancellation costs ~1e-7 times |x u'| |dy| (measured up to
+  // 2.5e-6 on N(0, 3) inputs, H200 2026-11-29).
   switch (dtype) {
-    case DType::kF32: return {1e-6, 1e-5};
+    case DType::kF32: return {backward ? 5e-6 : 1e-6, 1e-5};
     case DType::kF16: return {1e-5, 1.0 / 1024};
     default: return {1e-5, 1.0 / 128};
   }
