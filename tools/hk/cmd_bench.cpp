@@ -1,0 +1,71 @@
+// hk bench — verify, then time, registered variants; no family = the quick suite (main job).
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "bench/bench.hpp"
+#include "command.hpp"
+#include "hk/hk.hpp"
+
+namespace hk::cli {
+namespace {
+
+int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
+  if (int rc = need_gpu("bench")) return rc;
+  for (auto& f : req.families)
+    if (!hk::Registry::get().family(f)) {
+      fmt::print(stderr, "hk bench: no family named '{}' (see hk list)\n", f);
+      return 1;
+    }
+  hk::Ceilings ceil = hk::measured_ceilings();
+  auto rows = hk::bench::run(req);
+  const hk::DeviceInfo& d = hk::device_info();
+  fmt::print("hk bench on {} ({} SMs), L2 {}; copy ceiling {:.2f} TB/s, bf16 ceiling {:.0f} TFLOP/s (measured {})\n\n",
+             d.name, d.sm_count, req.time.warm ? "warm" : "cold (flushed before every sample)",
+             ceil.copy_bytes_per_s / 1e12, ceil.bf16_flops_per_s / 1e12, ceil.measured_at);
+  fmt::print("{}", hk::bench::markdown(rows, ceil.copy_bytes_per_s, ceil.bf16_flops_per_s));
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << hk::bench::to_json(rows, req).dump(2) << "\n";
+    if (!out) {
+      fmt::print(stderr, "hk bench: cannot write {}\n", json_path);
+      return 1;
+    }
+  }
+  int failed = 0;
+  for (auto& r : rows) failed += r.status.rfind("FAIL", 0) == 0;
+  if (failed) fmt::print(stderr, "hk bench: {} row(s) FAILED verification\n", failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  static hk::bench::BenchRequest req;
+  static std::string family, json_path, dtype_list;
+  static std::vector<std::string> shapes;
+  auto* cmd = app.add_subcommand("bench", "verify then time variants; no family = quick suite of every family");
+  cmd->add_option("family", family, "family to benchmark (all variants); omit for the quick suite");
+  cmd->add_option("--variant", req.variant_glob, "only variants matching this glob (e.g. 'v0[23]*')");
+  cmd->add_option("--shape", shapes, "problem shape(s), e.g. 16384x8192 (repeatable)");
+  cmd->add_option("--dtype", dtype_list, "dtype(s), comma-separated: f32,f16,bf16");
+  cmd->add_option("--json", json_path, "write the rows and the environment as JSON here");
+  cmd->add_flag("--warm", req.time.warm, "keep L2 warm between samples (default: flushed)");
+  cmd->add_flag("--quick", req.select.quick, "a few shapes per family, default variant + baseline");
+  cmd->add_option("--budget-ms", req.time.budget_ms, "time budget per row after warm-up");
+  cmd->callback([] {
+    if (family.empty()) req.select.quick = true;
+    else req.families = {family};
+    req.select.shapes = shapes;
+    size_t pos = 0;
+    while (!dtype_list.empty() && pos <= dtype_list.size()) {
+      size_t end = dtype_list.find(',', pos);
+      if (end == std::string::npos) end = dtype_list.size();
+      req.select.dtypes.push_back(hk::parse_dtype(dtype_list.substr(pos, end - pos)));
+      pos = end + 1;
+    }
+    exit_code() = cmd_bench(req, json_path);
+  });
+}
+
+}  // namespace hk::cli

@@ -1,0 +1,42 @@
+// hk list — families and their variants.
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "hk/hk.hpp"
+
+namespace hk::cli {
+namespace {
+
+int cmd_list(const std::string& family) {
+  auto& reg = hk::Registry::get();
+  int shown = 0;
+  for (const hk::Family* f : reg.families()) {
+    if (!family.empty() && f->name() != family) continue;
+    fmt::print("{} — {}\n", f->name(), f->summary());
+    for (const hk::Variant* v : reg.variants(f->name())) {
+      std::string flags;
+      if (v->is(hk::kFlagDefault)) flags += " default";
+      if (v->is(hk::kFlagBaseline)) flags += " baseline";
+      if (v->is(hk::kFlagReference)) flags += " reference";
+      fmt::print("  {:<28} sm_{:<3} {:<28} {}\n", v->name(), v->min_sm(), flags.empty() ? "" : "[" + flags.substr(1) + "]",
+                 v->summary());
+    }
+    ++shown;
+  }
+  if (shown == 0) {
+    fmt::print(stderr, "hk list: no family named '{}'\n", family);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_list_command(CLI::App& app) {
+  static std::string family;
+  auto* cmd = app.add_subcommand("list", "families and their variants");
+  cmd->add_option("family", family, "only this family");
+  cmd->callback([] { exit_code() = cmd_list(family); });
+}
+
+}  // namespace hk::cli
