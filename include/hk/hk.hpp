@@ -4,5 +4,7 @@
 #include "hk/device.hpp"
 #include "hk/error.hpp"
 #include "hk/ops/gelu.hpp"
+#include "hk/ops/row_sum.hpp"
+#include "hk/ops/softmax.hpp"
 #include "hk/registry.hpp"
 #include "hk/tensor.hpp"

@@ -1,0 +1,141 @@
+// common/rows.cuh — device building blocks of the row-wise families (row_sum, softmax).
+//
+// A row (or a slice of one) may start at any element: rows of odd length packed back to back
+// (T = 4097) and padded strided rows start at every 16-byte phase. RowSplit cuts a row into
+// scalar head | whole 16-byte vectors | scalar tail, so the body always moves as LDG.128 and
+// no row needs a particular length or stride. The head and tail (at most 2 (kV - 1) elements)
+// are owned by the first lanes of the group that works on the row.
+#pragma once
+
+#include <cstdint>
+
+#include "common/reduce.cuh"
+#include "common/vec.cuh"
+
+namespace hk {
+
+struct RowSplit {
+  int64_t head;  // scalars before the first 16-byte boundary
+  int64_t nvec;  // whole 16-byte vectors after them
+  int64_t tail;  // scalars after the last vector
+  __device__ __forceinline__ int64_t edges() const { return head + tail; }
+  // Element offset of the e-th head/tail scalar, e < head + tail.
+  template <int kV>
+  __device__ __forceinline__ int64_t edge(int64_t e) const { return e < head ? e : nvec * kV + e; }
+};
+
+// Needs `row` aligned to sizeof(T) (every typed pointer is).
+template <class T>
+__device__ __forceinline__ RowSplit row_split(const T* row, int64_t n) {
+  constexpr int kV = kVec16<T>;
+  const int mis = static_cast<int>((reinterpret_cast<uintptr_t>(row) & 15) / sizeof(T));
+  const int64_t head = mis ? (n < kV - mis ? n : kV - mis) : 0;
+  const int64_t nvec = (n - head) / kV;
+  return {head, nvec, n - head - nvec * kV};
+}
+
+// 16-byte load through the read-only path with the default (keep) L2 policy: for passes whose
+// data is read again soon (the second pass of a two-pass softmax over a row that fits in L2).
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> load_keep(const T* p) {
+  static_assert(sizeof(T) * N == 16, "load_keep moves exactly 16 bytes");
+  uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  return *reinterpret_cast<Vec<T, N>*>(&raw);
+}
+
+template <bool kStream, class T>
+__device__ __forceinline__ Vec<T, kVec16<T>> load_row_vec(const T* p) {
+  if constexpr (kStream) return load_stream<T, kVec16<T>>(p);
+  else return load_keep<T, kVec16<T>>(p);
+}
+
+// Sum of row[0, n) over the `lane`-th of `nlanes` cooperating threads (this thread's share
+// only; the caller reduces across lanes). kUnroll 16-byte loads are issued before any is used.
+template <int kUnroll, bool kStream, class T>
+__device__ __forceinline__ float row_partial_sum(const T* __restrict__ row, int64_t n, int lane, int nlanes) {
+  constexpr int kV = kVec16<T>;
+  using V = Vec<T, kV>;
+  const RowSplit s = row_split(row, n);
+  float acc = 0.f;
+  if (lane < s.edges()) acc = to_f32(row[s.edge<kV>(lane)]);
+  const T* body = row + s.head;
+  int64_t i = lane;
+  for (; i + int64_t(kUnroll - 1) * nlanes < s.nvec; i += int64_t(kUnroll) * nlanes) {
+    V v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = load_row_vec<kStream>(body + (i + int64_t(u) * nlanes) * kV);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float part = 0.f;  // pairwise within the vector: shorter dependency chains than acc += ...
+#pragma unroll
+      for (int k = 0; k < kV; ++k) part += to_f32(v[u].v[k]);
+      acc += part;
+    }
+  }
+  for (; i < s.nvec; i += nlanes) {
+    V v = load_row_vec<kStream>(body + i * kV);
+#pragma unroll
+    for (int k = 0; k < kV; ++k) acc += to_f32(v.v[k]);
+  }
+  return acc;
+}
+
+// Reduction over a block of any multiple of 32 threads (blockDim chosen at launch); every
+// thread receives the result. Safe to call repeatedly: the leading barrier keeps a fast warp
+// from overwriting partials a slow warp is still reading from the previous call.
+template <class Op>
+__device__ __forceinline__ float block_reduce_any(float v, Op op) {
+  __shared__ float warp_part[32];
+  v = warp_reduce(v, op);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_part[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? warp_part[lane] : Op::kIdentity;
+  return warp_reduce(v, op);
+}
+
+// Elements of a row held in registers per thread per operand by the on-chip softmax rungs.
+// NOTE: two f32 operands of 32 each (64 registers of data) spill at 512 threads (128 registers
+// per thread at most), so backward f32 holds 16.
+template <class T, bool kTwoOperands>
+constexpr int kOnChipElems = (kTwoOperands && sizeof(T) == 4) ? 16 : 32;
+
+// ---- softmax statistics ------------------------------------------------------------------
+// exp(x - m) = exp2((x - m) * log2 e): MUFU.EX2 is the hardware exponential; scaling the
+// difference (not x and m separately) keeps x - m exact for the values that matter, so large
+// |x| (1e4) loses nothing to the prescale.
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float exp_shifted(float x, float m) { return exp2f((x - m) * kLog2e); }
+
+// Running (max, sum of exp(x - max)) of an online softmax. Empty state: (-inf, 0).
+struct MaxSum {
+  float m;
+  float s;
+};
+
+__device__ __forceinline__ MaxSum max_sum_empty() { return {-__builtin_huge_valf(), 0.f}; }
+
+// Folds `n` values into `a`: one rescale per group, not one per element. While every value
+// seen is -inf the state stays (-inf, 0) (exp(-inf - -inf) would be NaN); a NaN or +inf makes
+// m NaN or +inf and s NaN, exactly as exp(x - max) does in the reference.
+template <int N>
+__device__ __forceinline__ void max_sum_add(MaxSum& a, const float (&v)[N]) {
+  float mv = v[0];
+#pragma unroll
+  for (int k = 1; k < N; ++k) mv = max_nan(mv, v[k]);
+  const float m = max_nan(a.m, mv);
+  if (m == -__builtin_huge_valf()) return;
+  float s = a.s * exp_shifted(a.m, m);
+#pragma unroll
+  for (int k = 0; k < N; ++k) s += exp_shifted(v[k], m);
+  a = {m, s};
+}
+
+// Rescales a partial sum taken against max `m` to the combined max `M`.
+__device__ __forceinline__ float rescale_sum(float s, float m, float M) {
+  return M == -__builtin_huge_valf() ? 0.f : s * exp_shifted(m, M);
+}
+
+}  // namespace hk

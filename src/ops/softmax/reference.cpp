@@ -1,0 +1,224 @@
+// softmax/reference.cpp — the fp64 oracle, the op contract's numbers, the family (test and
+// bench shapes) and the public entry points hk::softmax / hk::softmax_backward.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/row_layout.hpp"
+#include "core/host.hpp"
+#include "softmax/softmax_op.hpp"
+
+namespace hk {
+
+std::string SoftmaxProblem::same_row_phase() const {
+  // With every base 16-byte aligned, row r of an operand starts at phase (r * ld) mod kV
+  // elements; equal phases for every r need equal strides mod kV.
+  const int64_t kv = 16 / (dtype_bits(dtype) / 8);
+  if (align_bytes < 16)
+    return "needs 16-byte aligned operands for 16-byte vector access, got " + std::to_string(align_bytes) +
+           "-byte alignment";
+  auto same = [&](int64_t a, int64_t b) { return rows <= 1 || ((a - b) % kv + kv) % kv == 0; };
+  if (!same(ld_in, ld_out) || (backward && !same(ld_in, ld_dy)))
+    return fmt::format("rows of the operands start at different 16-byte phases (row strides {}, {}, {} are not "
+                       "congruent mod {})",
+                       ld_in, backward ? ld_dy : ld_in, ld_out, kv);
+  return "";
+}
+
+std::string SoftmaxProblem::key() const {
+  std::string k = fmt::format("{}x{}_{}", rows, cols, to_string(dtype));
+  if (ld_in != cols || ld_out != cols || ld_dy != ld_in) k += fmt::format("_ld{}", ld_in);
+  if (backward && ld_dy != ld_in) k += fmt::format("_dy{}", ld_dy);
+  if (ld_out != cols) k += fmt::format("_out{}", ld_out);
+  return k + (backward ? "_bwd" : "_fwd");
+}
+
+// Nominal: max, subtract, exp (~4), add, multiply per element forward; multiply, add,
+// subtract, multiply backward. The op is memory-bound either way.
+double SoftmaxProblem::flops() const { return double(numel()) * (backward ? 4.0 : 8.0); }
+
+double SoftmaxProblem::bytes() const { return double(numel()) * (dtype_bits(dtype) / 8) * (backward ? 3.0 : 2.0); }
+
+std::vector<TensorSpec> SoftmaxProblem::inputs() const {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto at = [&](int64_t r, int64_t c) { return r * cols + c; };
+  auto strided = [&](TensorSpec t, int64_t ld) {
+    if (ld != cols) t.strides = {ld, 1};
+    return t;
+  };
+  if (!backward) {
+    TensorSpec x{"x", dtype, {rows, cols}, {}, Dist::kNormal, 3.0, {}};
+    if (rows >= 1) x.specials.push_back({at(0, cols / 2), std::nan("")});  // NaN row -> all NaN
+    if (rows >= 2) x.specials.push_back({at(1, cols - 1), inf});          // +inf row -> all NaN
+    if (rows >= 3) {  // all -inf -> NaN (exp(-inf - -inf)); a long row gets a -inf run instead
+      for (int64_t c = 0; c < std::min<int64_t>(cols, 4096); ++c) x.specials.push_back({at(2, c), -inf});
+    }
+    if (rows >= 4 && cols >= 3) {  // exp overflows without the max subtraction
+      x.specials.push_back({at(3, 0), 1e4});
+      x.specials.push_back({at(3, cols / 2), 9990.0});
+      x.specials.push_back({at(3, cols - 1), -1e4});
+    }
+    if (rows >= 5 && cols >= 2) {  // -inf first: an online max must not start from exp(NaN)
+      x.specials.push_back({at(4, 0), -inf});
+      x.specials.push_back({at(4, cols / 3 + 1), -inf});
+    }
+    return {strided(x, ld_in)};
+  }
+  // y like a softmax output (positive, rows summing to about 1), dy like an upstream gradient.
+  TensorSpec y{"y", dtype, {rows, cols}, {}, Dist::kPositive, 2.0 / double(cols), {}};
+  TensorSpec dy{"dy", dtype, {rows, cols}, {}, Dist::kNormal, 1.0, {}};
+  if (rows >= 1) dy.specials.push_back({at(0, cols / 2), std::nan("")});
+  if (rows >= 2) y.specials.push_back({at(1, 0), inf});
+  if (rows >= 3) dy.specials.push_back({at(2, cols - 1), 1e4});
+  return {strided(y, ld_in), strided(dy, ld_dy)};
+}
+
+std::vector<TensorSpec> SoftmaxProblem::outputs() const {
+  TensorSpec o{backward ? "dx" : "y", dtype, {rows, cols}, {}, Dist::kNormal, 1.0, {}};
+  if (ld_out != cols) o.strides = {ld_out, 1};
+  return {o};
+}
+
+void SoftmaxProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
+  auto& o = out[0].values;
+  // Threads split the elements; a row belongs to the thread that holds its first element.
+  host::parallel_for(numel(), [&](int64_t b, int64_t e) {
+    for (int64_t r = (b + cols - 1) / cols; r * cols < e; ++r) {
+      const double* a = in[0].values.data() + r * cols;
+      double* res = o.data() + r * cols;
+      if (!backward) {
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t c = 0; c < cols; ++c) m = (std::isnan(a[c]) || a[c] > m) ? a[c] : m;  // NaN wins
+        double s = 0;
+        for (int64_t c = 0; c < cols; ++c) s += std::exp(a[c] - m);
+        for (int64_t c = 0; c < cols; ++c) res[c] = std::exp(a[c] - m) / s;
+      } else {
+        const double* dy = in[1].values.data() + r * cols;
+        double dot = 0;
+        for (int64_t c = 0; c < cols; ++c) dot += dy[c] * a[c];
+        for (int64_t c = 0; c < cols; ++c) res[c] = a[c] * (dy[c] - dot);
+      }
+    }
+  });
+}
+
+Tolerance SoftmaxProblem::tolerance(int) const {
+  // Relative: one rounding to the output dtype plus the f32 math (exp2 ~2 ulp, the prescale of
+  // x - max, the sum) of a few 1e-6. Absolute: f16 outputs below its normal range round to
+  // multiples of 6e-8; backward adds the f32 error of the row dot, y * eps * |dy|, with y <= 2/T.
+  const double dot_floor = backward ? 2e-6 / double(cols) : 0.0;
+  switch (dtype) {
+    case DType::kF32: return {1e-38 + dot_floor, 2e-5};
+    case DType::kF16: return {6e-8 + dot_floor, 1.0 / 1024};
+    default: return {1e-38 + dot_floor, 1.0 / 128};
+  }
+}
+
+SoftmaxArgs SoftmaxArgs::bind(const SoftmaxProblem& p, const Operands& ops) {
+  SoftmaxArgs a;
+  a.a = ops.in.at(0).data;
+  if (p.backward) a.dy = ops.in.at(1).data;
+  a.out = ops.out.at(0).data;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.ld_a = p.ld_in;
+  a.ld_dy = p.ld_dy;
+  a.ld_out = p.ld_out;
+  a.dtype = p.dtype;
+  a.backward = p.backward;
+  return a;
+}
+
+namespace {
+
+class SoftmaxFamily final : public Family {
+ public:
+  std::string name() const override { return "softmax"; }
+  std::string summary() const override {
+    return "softmax over the last dimension, forward and backward, f32/f16/bf16, any rows x T, strided rows";
+  }
+  std::vector<ProblemPtr> test_problems() const override {
+    struct S { int64_t rows, cols, ld_in, ld_out, ld_dy; };
+    // Odd tails; padded rows with shifted 16-byte phases; strides that differ in phase between
+    // input and output (vectorized rungs skip, v01 runs); many short rows (warp per row); rows
+    // just past the on-chip limits (8192 / 16384); few long rows (split). Below ~2^21 elements
+    // each (the sanitizer sweep's size), except 2 x (2^20 + 3), which sanitize.sh leaves out.
+    const std::vector<S> shapes = {
+        {1, 1, 0, 0, 0},        {1, 3, 0, 0, 0},          {3, 1, 0, 0, 0},         {7, 4097, 0, 0, 0},
+        {113, 203, 0, 0, 0},    {113, 203, 211, 203, 219}, {64, 1000, 1000, 1008, 0}, {5, 4097, 4104, 4112, 4120},
+        {9, 100, 101, 100, 0},  {4096, 31, 0, 0, 0},      {300, 1024, 0, 0, 0},    {50, 8192, 0, 0, 0},
+        {6, 8193, 0, 0, 0},     {8, 16385, 0, 0, 0},      {3, 32769, 0, 0, 0},      {2, (1 << 20) + 3, 0, 0, 0}, {17, 100003, 0, 0, 0}};
+    std::vector<ProblemPtr> out;
+    for (auto& s : shapes)
+      for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+        for (bool bwd : {false, true})
+          out.push_back(std::make_shared<SoftmaxProblem>(s.rows, s.cols, dt, bwd, s.ld_in, s.ld_out, s.ld_dy));
+    return out;
+  }
+  std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
+    std::vector<std::vector<int64_t>> shapes;
+    for (auto& s : sel.shapes) shapes.push_back(parse_shape(s));
+    if (shapes.empty()) shapes = sel.quick ? std::vector<std::vector<int64_t>>{{16384, 8192}}
+                                           : std::vector<std::vector<int64_t>>{{16384, 8192}, {4, int64_t(1) << 26}};
+    std::vector<DType> dtypes = sel.dtypes;
+    if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF32};
+    std::vector<ProblemPtr> out;
+    for (auto& s : shapes) {
+      if (s.size() != 2) HK_THROW(kValue, "softmax: bench shapes are ROWSxT, got ", shape_to_string(s));
+      for (DType dt : dtypes) {
+        out.push_back(std::make_shared<SoftmaxProblem>(s[0], s[1], dt, false));
+        if (!sel.quick) out.push_back(std::make_shared<SoftmaxProblem>(s[0], s[1], dt, true));
+      }
+    }
+    return out;
+  }
+};
+
+HK_REGISTER_FAMILY(SoftmaxFamily);
+
+// Validation shared by the entry points: typed errors naming the op and the values received.
+RowLayout check_operand(const char* op, const char* name, const TensorView& t, const TensorView& ref,
+                        const char* ref_name) {
+  if (t.dtype != ref.dtype)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), " but ", ref_name, " is ", to_string(ref.dtype));
+  if (t.shape != ref.shape)
+    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "] but ", ref_name, " has [",
+             shape_to_string(ref.shape), "]");
+  if (t.numel() > 0 && t.data == nullptr)
+    HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
+  const int esize = dtype_bits(t.dtype) / 8;
+  if (t.numel() > 0 && t.alignment() < esize)
+    HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its ", esize, "-byte elements");
+  return row_layout(op, name, t);
+}
+
+void check_dtype(const char* op, const char* name, const TensorView& t) {
+  if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected f32, f16 or bf16");
+}
+
+}  // namespace
+
+void softmax(const TensorView& x, const TensorView& y, cudaStream_t stream) {
+  check_dtype("softmax", "x", x);
+  RowLayout lx = check_operand("softmax", "x", x, x, "x");
+  RowLayout ly = check_operand("softmax", "y", y, x, "x");
+  if (x.numel() == 0) return;  // empty tensor: a no-op
+  SoftmaxProblem p(lx.rows, lx.cols, x.dtype, false, lx.ld, ly.ld);
+  p.align_bytes = std::min(x.alignment(), y.alignment());
+  Registry::get().pick(p).run(p, Operands{{x}, {y}}, stream);
+}
+
+void softmax_backward(const TensorView& y, const TensorView& dy, const TensorView& dx, cudaStream_t stream) {
+  check_dtype("softmax_backward", "y", y);
+  RowLayout ly = check_operand("softmax_backward", "y", y, y, "y");
+  RowLayout ld = check_operand("softmax_backward", "dy", dy, y, "y");
+  RowLayout lo = check_operand("softmax_backward", "dx", dx, y, "y");
+  if (y.numel() == 0) return;
+  SoftmaxProblem p(ly.rows, ly.cols, y.dtype, true, ly.ld, lo.ld, ld.ld);
+  p.align_bytes = std::min({y.alignment(), dy.alignment(), dx.alignment()});
+  Registry::get().pick(p).run(p, Operands{{y, dy}, {dx}}, stream);
+}
+
+}  // namespace hk

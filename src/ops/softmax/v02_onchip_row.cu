@@ -1,0 +1,153 @@
+// softmax/v02_onchip_row.cu
+//
+// Rung 2 (default for rows up to 16384): the row is read once into registers (32 elements per
+// thread per operand, kept in the input dtype: 16 registers for bf16, 32 for f32; 16 elements
+// for backward f32, which holds two operands), reduced there, and the
+// result written once: 2 bytes of traffic per byte of x forward (x in, y out), 3 backward
+// (y, dy in, dx out) — the minimum. 16-byte loads and stores; the row's scalar head and tail
+// (unaligned starts, odd T) are one extra register on the first lanes. Rows of <= 1024
+// elements take a warp each (8 rows per block, shuffle reductions only); longer rows a block
+// of ceil(T / 32) threads rounded to a warp. exp via exp2 of (x - max) * log2 e, computed
+// twice (sum, then output) rather than held as f32, which would double the registers.
+// Adds over v01: one read instead of three (forward) or two (backward), vector access, and a
+// thread count sized to the row.
+// Needs: T <= 16384 (512 threads x 32 elements; backward f32 8192), 16-byte aligned operands whose rows share a
+// 16-byte phase (SoftmaxProblem::same_row_phase); otherwise supports() says why and the public
+// op falls through to v04.
+// Run:   hk bench softmax --variant v02_onchip_row --shape 16384x8192
+#include "common/launch.cuh"
+#include "common/reduce.cuh"
+#include "common/rows.cuh"
+#include "softmax/softmax_op.hpp"
+
+namespace hk {
+namespace {
+
+constexpr int kMaxThreads = 512;
+constexpr int kWarpRowsBlock = 256;  // warp-per-row mode: 8 rows per block
+
+template <class T, bool kBackward, bool kWarpRows>
+__global__ void __launch_bounds__(kMaxThreads) softmax_v02_kernel(const T* __restrict__ a, const T* __restrict__ dy,
+                                                                  T* __restrict__ out, int64_t rows, int64_t cols,
+                                                                  int64_t ld_a, int64_t ld_dy, int64_t ld_out) {
+  constexpr int kV = kVec16<T>;
+  constexpr int kPer = kOnChipElems<T, kBackward> / kV;  // 16-byte vectors per thread
+  using V = Vec<T, kV>;
+  const int lane = kWarpRows ? threadIdx.x & 31 : threadIdx.x;
+  const int nl = kWarpRows ? 32 : blockDim.x;
+  const int64_t groups = kWarpRows ? blockDim.x / 32 : 1;
+  const int64_t first = kWarpRows ? blockIdx.x * groups + threadIdx.x / 32 : blockIdx.x;
+  auto reduce = [](float v, auto op) {
+    if constexpr (kWarpRows) return warp_reduce(v, op);
+    else return block_reduce_any(v, op);
+  };
+  for (int64_t r = first; r < rows; r += gridDim.x * groups) {
+    const T* ar = a + r * ld_a;
+    const T* dr = kBackward ? dy + r * ld_dy : nullptr;
+    T* o = out + r * ld_out;
+    const RowSplit s = row_split(ar, cols);  // every operand's row has this split (same phase)
+    V va[kPer], vd[kBackward ? kPer : 1];  // (kPer, kV) the row slice of this thread
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int64_t i = lane + int64_t(k) * nl;
+      if (i < s.nvec) {
+        va[k] = load_stream<T, kV>(ar + s.head + i * kV);
+        if constexpr (kBackward) vd[k] = load_stream<T, kV>(dr + s.head + i * kV);
+      }
+    }
+    const bool has_edge = lane < s.edges();
+    const int64_t edge = has_edge ? s.edge<kV>(lane) : 0;
+    const float ea = has_edge ? to_f32(ar[edge]) : 0.f;
+    if constexpr (!kBackward) {
+      float m = has_edge ? ea : MaxOp::kIdentity;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k)
+        if (lane + int64_t(k) * nl < s.nvec)
+#pragma unroll
+          for (int j = 0; j < kV; ++j) m = max_nan(m, to_f32(va[k].v[j]));
+      m = reduce(m, MaxOp{});
+      float sum = has_edge ? exp_shifted(ea, m) : 0.f;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k)
+        if (lane + int64_t(k) * nl < s.nvec)
+#pragma unroll
+          for (int j = 0; j < kV; ++j) sum += exp_shifted(to_f32(va[k].v[j]), m);
+      const float inv = 1.f / reduce(sum, SumOp{});
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int64_t i = lane + int64_t(k) * nl;
+        if (i < s.nvec) {
+          V w;
+#pragma unroll
+          for (int j = 0; j < kV; ++j) w.v[j] = from_f32<T>(exp_shifted(to_f32(va[k].v[j]), m) * inv);
+          store_stream<T, kV>(o + s.head + i * kV, w);
+        }
+      }
+      if (has_edge) o[edge] = from_f32<T>(exp_shifted(ea, m) * inv);
+    } else {
+      const float ed = has_edge ? to_f32(dr[edge]) : 0.f;
+      float dot = ea * ed;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k)
+        if (lane + int64_t(k) * nl < s.nvec)
+#pragma unroll
+          for (int j = 0; j < kV; ++j) dot += to_f32(va[k].v[j]) * to_f32(vd[k].v[j]);
+      dot = reduce(dot, SumOp{});
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int64_t i = lane + int64_t(k) * nl;
+        if (i < s.nvec) {
+          V w;
+#pragma unroll
+          for (int j = 0; j < kV; ++j) w.v[j] = from_f32<T>(to_f32(va[k].v[j]) * (to_f32(vd[k].v[j]) - dot));
+          store_stream<T, kV>(o + s.head + i * kV, w);
+        }
+      }
+      if (has_edge) o[edge] = from_f32<T>(ea * (ed - dot));
+    }
+  }
+}
+
+template <class T, bool kBackward>
+void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
+  constexpr int kV = kVec16<T>;
+  const int64_t threads = ceil_div(ceil_div(ceil_div(a.cols, kV), kOnChipElems<T, kBackward> / kV), 32) * 32;
+  const T* x = static_cast<const T*>(a.a);
+  const T* d = static_cast<const T*>(a.dy);
+  T* o = static_cast<T*>(a.out);
+  if (threads <= 32) {
+    auto kernel = softmax_v02_kernel<T, kBackward, true>;
+    static const int resident = resident_grid(kernel, kWarpRowsBlock);
+    const int blocks = static_cast<int>(std::min<int64_t>(resident, ceil_div(a.rows, kWarpRowsBlock / 32)));
+    kernel<<<blocks, kWarpRowsBlock, 0, stream>>>(x, d, o, a.rows, a.cols, a.ld_a, a.ld_dy, a.ld_out);
+  } else {
+    const int blocks = static_cast<int>(std::min<int64_t>(a.rows, 0x7FFFFFFF));
+    softmax_v02_kernel<T, kBackward, false><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(
+        x, d, o, a.rows, a.cols, a.ld_a, a.ld_dy, a.ld_out);
+  }
+  HK_CHECK_LAUNCH("softmax_v02_kernel");
+}
+
+void softmax_v02_launch(const SoftmaxArgs& a, cudaStream_t stream) {
+  dispatch_float(a.dtype, "softmax/v02_onchip_row", [&](auto t) {
+    using T = decltype(t);
+    a.backward ? launch_typed<T, true>(a, stream) : launch_typed<T, false>(a, stream);
+  });
+}
+
+std::string softmax_v02_supports(const SoftmaxProblem& p) {
+  const int per_thread = p.backward && p.dtype == DType::kF32 ? kOnChipElems<float, true> : kOnChipElems<float, false>;
+  const int64_t max_cols = int64_t(kMaxThreads) * per_thread;
+  if (p.cols > max_cols)
+    return "rows of " + std::to_string(p.cols) + " elements do not fit on chip (at most " + std::to_string(max_cols) +
+           ": 512 threads x " + std::to_string(per_thread) + ")";
+  return p.same_row_phase();
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v02_onchip_row",
+                    "row held in registers: one read, one write; warp per short row, block per long row", 70,
+                    kFlagDefault, softmax_v02_supports, softmax_v02_launch);
+
+}  // namespace hk
