@@ -3,8 +3,11 @@
 
 #include "hk/device.hpp"
 #include "hk/error.hpp"
+#include "hk/ops/broadcast.hpp"
 #include "hk/ops/gelu.hpp"
+#include "hk/ops/rmsnorm.hpp"
 #include "hk/ops/row_sum.hpp"
 #include "hk/ops/softmax.hpp"
+#include "hk/ops/weighted_sum.hpp"
 #include "hk/registry.hpp"
 #include "hk/tensor.hpp"

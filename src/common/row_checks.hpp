@@ -1,0 +1,89 @@
+// common/row_checks.hpp — host-side validation shared by the public entry points of the
+// row-wise families (rmsnorm, weighted_sum, the broadcast ops): typed hk::Errors that name the
+// op, the operand and the values received (DESIGN.md §5).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+
+#include "hk/error.hpp"
+#include "hk/tensor.hpp"
+
+namespace hk::rows {
+
+inline void check_float(const char* op, const char* name, const TensorView& t) {
+  if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected f32, f16 or bf16");
+}
+
+inline void check_dtype(const char* op, const char* name, const TensorView& t, DType want) {
+  if (t.dtype != want)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected ", to_string(want));
+}
+
+inline void check_data(const char* op, const char* name, const TensorView& t) {
+  if (t.numel() > 0 && t.data == nullptr)
+    HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
+}
+
+// A [rows, dim] operand: rank 2, the given shape, contiguous last dim, leading stride >= dim.
+inline void check_matrix(const char* op, const char* name, const TensorView& t, DType dtype,
+                         int64_t rows, int64_t dim) {
+  check_dtype(op, name, t, dtype);
+  if (t.rank() != 2 || t.shape[0] != rows || t.shape[1] != dim)
+    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "], expected [",
+             rows, "x", dim, "]");
+  if (t.numel() > 0 && (t.stride(1) != 1 || (rows > 1 && t.stride(0) < dim)))
+    HK_THROW(kNotSupported, op, ": ", name,
+             " needs a contiguous last dim and a row stride >= its length, got ", t.describe());
+  check_data(op, name, t);
+}
+
+// A contiguous [n] operand.
+inline void check_vector(const char* op, const char* name, const TensorView& t, DType dtype, int64_t n) {
+  check_dtype(op, name, t, dtype);
+  if (t.rank() != 1 || t.shape[0] != n)
+    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "], expected [", n, "]");
+  if (n > 1 && t.stride(0) != 1)
+    HK_THROW(kNotSupported, op, ": ", name, " must be contiguous, got ", t.describe());
+  check_data(op, name, t);
+}
+
+// Row stride of a [rows, dim] view as the kernels use it (dim for a single row).
+inline int64_t leading_stride(const TensorView& t) {
+  return t.shape[0] > 1 ? t.stride(0) : t.shape[1];
+}
+
+inline int min_alignment(std::initializer_list<const TensorView*> views) {
+  int a = 256;
+  for (auto* v : views) a = std::min(a, v->alignment());
+  return a;
+}
+
+// Alignment the vectorized rungs see for row starts: the base alignment, lowered to what the
+// row strides (in bytes) keep.
+inline int row_alignment(int base_align, std::initializer_list<int64_t> ld_bytes) {
+  int a = base_align;
+  for (int64_t ld : ld_bytes)
+    while (a > 1 && ld % a != 0) a /= 2;
+  return a;
+}
+
+// Tolerance pieces shared by the row-wise families. out_rel: one rounding to the output dtype.
+// acc_rel: the f32 error of an n-term sum relative to the sum's natural scale (sqrt(n) times a
+// term for random-sign terms): a strided or tree sum grows its rounding error like sqrt(n)
+// ulps, so tolerances scale with sqrt(length) (the DESIGN.md §5 choice these families make).
+inline double out_rel(DType dt) {
+  switch (dt) {
+    case DType::kF32: return 1e-5;
+    case DType::kF16: return 1.0 / 1024;
+    default: return 1.0 / 128;
+  }
+}
+inline double acc_rel(int64_t n) { return 8.0 * std::sqrt(double(std::max<int64_t>(n, 1))) * 0x1p-24; }
+// Absolute error allowed on a sum of n random-sign terms of size ~1: acc_rel(n) * sqrt(n).
+inline double acc_abs(int64_t n) { return acc_rel(n) * std::sqrt(double(std::max<int64_t>(n, 1))); }
+
+}  // namespace hk::rows

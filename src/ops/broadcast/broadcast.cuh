@@ -1,0 +1,91 @@
+// broadcast/broadcast.cuh — device bodies shared by the broadcast rungs. Each rung file wraps
+// them in its own greppable __global__ (outer_add_v02_kernel, ...); the bodies are templated on
+// the kind so outer_add, outer_mul_relu and row_scale_relu share one tested loop per rung.
+#pragma once
+
+#include <cstdint>
+
+#include "broadcast/broadcast_op.hpp"
+#include "common/rowwise.cuh"
+#include "common/vec.cuh"
+
+namespace hk::bcast {
+
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;  // 16-byte vectors in flight per thread
+
+// relu that keeps NaN, as torch.relu does (fmaxf(NaN, 0) would return 0).
+__device__ __forceinline__ float relu_nan(float v) { return v > 0.f || v != v ? v : 0.f; }
+
+// z element from a (x[i] for the outer ops, x[j,i] for row_scale_relu) and b = y[j].
+template <BroadcastKind K>
+__device__ __forceinline__ float combine(float a, float b) {
+  if constexpr (K == BroadcastKind::kOuterAdd) return a + b;
+  else return relu_nan(b * a);
+}
+
+// One thread per element of z [n1, n0]; 64-bit flat index split into (j, i).
+template <class T, BroadcastKind K>
+__device__ __forceinline__ void naive_rows(const T* x, const T* y, T* z, int64_t n1, int64_t n0, int64_t ldx,
+                                           int64_t ldz) {
+  const int64_t n = n1 * n0;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = e / n0, i = e - j * n0;
+    const T a = K == BroadcastKind::kRowScaleRelu ? x[j * ldx + i] : x[i];
+    z[j * ldz + i] = from_f32<T>(combine<K>(to_f32(a), to_f32(y[j])));
+  }
+}
+
+// Item (j, s): vectors [s * kChunk, (s + 1) * kChunk) of row j, kUnroll 16-byte vectors per
+// thread all loaded before the first store. The outer ops' x is reused by every row: it is read
+// with the keep policy (L1/L2 hits); row_scale_relu's x row is streamed.
+template <class T, BroadcastKind K>
+__device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z,
+                                            int64_t n1, int64_t n0, int64_t ldx, int64_t ldz) {
+  constexpr int kV = kVec16<T>;
+  constexpr int64_t kChunk = int64_t(kThreads) * kUnroll;
+  constexpr bool kRow = K == BroadcastKind::kRowScaleRelu;
+  using V = Vec<T, kV>;
+  const int64_t nvec = (n0 + kV - 1) / kV;
+  const int64_t S = (nvec + kChunk - 1) / kChunk;
+  for (int64_t item = blockIdx.x; item < n1 * S; item += gridDim.x) {
+    const int64_t j = item / S, s = item - j * S;
+    const float b = to_f32(y[j]);
+    const T* xr = kRow ? x + j * ldx : x;
+    V av[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = s * kChunk + u * kThreads + threadIdx.x;
+      if (v < nvec) av[u] = kRow ? load_row_vec<T, kV>(xr, v * kV, n0) : load_row_vec<T, kV, true>(xr, v * kV, n0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = s * kChunk + u * kThreads + threadIdx.x;
+      if (v >= nvec) continue;
+      V o;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b));
+      store_row_vec<T, kV>(z + j * ldz, v * kV, n0, o);
+    }
+  }
+}
+
+// Blocks for vector_rows: one per item, capped (the loop covers the rest).
+inline int vector_rows_grid(int64_t n1, int64_t n0, int vec) {
+  const int64_t nvec = (n0 + vec - 1) / vec, chunk = int64_t(kThreads) * kUnroll;
+  return static_cast<int>(std::min<int64_t>(n1 * ((nvec + chunk - 1) / chunk), int64_t(1) << 30));
+}
+
+inline int naive_grid(int64_t n) {
+  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 30));
+}
+
+// Vectorized rungs need 16-byte aligned row starts.
+inline std::string vector_supports(const BroadcastProblem& p) {
+  if (p.row_align() < 16)
+    return "needs 16-byte aligned operands (and row strides) for 16-byte access, got " +
+           std::to_string(p.row_align()) + "-byte alignment";
+  return "";
+}
+
+}  // namespace hk::bcast

@@ -1,0 +1,39 @@
+// broadcast/outer_add_v02_vectorized.cu
+//
+// Rung 2: z[j,i] = x[i] + y[j] with 16-byte stores (8 bf16 / 4 f32), a block per (row, 8192-element
+// chunk) so the row index is a per-block division instead of a per-element one, y[j] read once
+// per block, x read through L1/L2 with the keep policy (every row reuses it: HBM sees x once),
+// and kUnroll vectors in flight per thread.
+// Adds over v01: 4-8x fewer memory instructions and no 64-bit division per element; traffic is
+// the minimum (z written once, x and y read ~once).
+// Needs: 16-byte aligned x, y, z and z's row stride (the public op falls back to v01).
+// Run:   hk bench outer_add --variant v02_vectorized --shape 16384x8192
+#include "broadcast/broadcast.cuh"
+#include "common/launch.cuh"
+
+namespace hk {
+namespace {
+
+template <class T>
+__global__ void __launch_bounds__(bcast::kThreads) outer_add_v02_kernel(const T* __restrict__ x,
+                                                                   const T* __restrict__ y, T* __restrict__ z,
+                                                                   int64_t n1, int64_t n0, int64_t ldz) {
+  bcast::vector_rows<T, BroadcastKind::kOuterAdd>(x, y, z, n1, n0, 0, ldz);
+}
+
+void outer_add_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
+  dispatch_float(a.dtype, "outer_add/v02_vectorized", [&](auto t) {
+    using T = decltype(t);
+    outer_add_v02_kernel<T><<<bcast::vector_rows_grid(a.n1, a.n0, kVec16<T>), bcast::kThreads, 0, s>>>(
+        static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z), a.n1, a.n0, a.ld_z);
+    HK_CHECK_LAUNCH("outer_add_v02_kernel");
+  });
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "outer_add", "v02_vectorized",
+                    "16-byte stores, a block per (row, chunk), x kept in L1/L2, 4 vectors in flight", 70,
+                    kFlagDefault, bcast::vector_supports, outer_add_v02_launch);
+
+}  // namespace hk

@@ -1,0 +1,243 @@
+// rmsnorm/reference.cpp — the fp64 oracle, the op contract's numbers, the family (test and bench
+// shapes) and the public entry points hk::rmsnorm / hk::rmsnorm_backward.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/row_checks.hpp"
+#include "core/host.hpp"
+#include "rmsnorm/rmsnorm_op.hpp"
+
+namespace hk {
+
+namespace {
+int esize(DType dt) { return dtype_bits(dt) / 8; }
+using rows::acc_abs;
+using rows::acc_rel;
+using rows::out_rel;
+}  // namespace
+
+int RmsNormProblem::row_align() const {
+  int64_t e = esize(dtype);
+  if (backward) return rows::row_alignment(align_bytes, {ld_x * e, ld_dy * e, ld_out * e});
+  return rows::row_alignment(align_bytes, {ld_x * e, ld_out * e});
+}
+
+std::string RmsNormProblem::key() const {
+  std::string k = fmt::format("{}x{}_{}_{}", rows, dim, to_string(dtype), backward ? "bwd" : "fwd");
+  if (ld_x != dim || ld_out != dim || (backward && ld_dy != dim))
+    k += backward ? fmt::format("_ld{}-{}-{}", ld_x, ld_dy, ld_out) : fmt::format("_ld{}-{}", ld_x, ld_out);
+  if (eps != 1e-6) {
+    std::string e = fmt::format("{:g}", eps);
+    std::replace(e.begin(), e.end(), '.', 'p');  // test names: no dots
+    k += "_eps" + e;
+  }
+  return k;
+}
+
+double RmsNormProblem::flops() const { return double(numel()) * (backward ? 10.0 : 4.0); }
+
+double RmsNormProblem::bytes() const {
+  double e = esize(dtype);
+  // forward: x read, y written, g read, rstd written; backward: x, dy read, dx written, g read,
+  // rstd read, dg written.
+  if (!backward) return double(numel()) * e * 2 + double(dim) * e + double(rows) * 4;
+  return double(numel()) * e * 3 + double(dim) * e * 2 + double(rows) * 4;
+}
+
+std::vector<TensorSpec> RmsNormProblem::inputs() const {
+  TensorSpec x{"x", dtype, {rows, dim}, {ld_x, 1}, Dist::kNormal, 1.0, {}};
+  const double inf = std::numeric_limits<double>::infinity();
+  // NaN in row 0, +Inf in row 1, -0 in row 2: those rows turn NaN (Inf/Inf) as in fp64.
+  if (rows >= 3 && dim >= 4) x.specials = {{1, std::nan("")}, {dim + 2, inf}, {2 * dim + 3, -0.0}};
+  TensorSpec g{"g", dtype, {dim}, {}, Dist::kNormal, 1.0, {}};
+  if (!backward) return {x, g};
+  TensorSpec rstd{"rstd", DType::kF32, {rows}, {}, Dist::kPositive, 1.0, {}};
+  TensorSpec dy{"dy", dtype, {rows, dim}, {ld_dy, 1}, Dist::kNormal, 1.0, {}};
+  return {x, g, rstd, dy};
+}
+
+std::vector<TensorSpec> RmsNormProblem::outputs() const {
+  if (!backward)
+    return {TensorSpec{"y", dtype, {rows, dim}, {ld_out, 1}, Dist::kNormal, 1.0, {}},
+            TensorSpec{"rstd", DType::kF32, {rows}, {}, Dist::kNormal, 1.0, {}}};
+  return {TensorSpec{"dx", dtype, {rows, dim}, {ld_out, 1}, Dist::kNormal, 1.0, {}},
+          TensorSpec{"dg", dtype, {dim}, {}, Dist::kNormal, 1.0, {}}};
+}
+
+void RmsNormProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
+  const auto& x = in[0].values;
+  const auto& g = in[1].values;
+  const int64_t D = dim;
+  if (!backward) {
+    auto& y = out[0].values;
+    auto& rs = out[1].values;
+    host::parallel_for(rows, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const double* xr = &x[r * D];
+        double ss = 0;
+        for (int64_t d = 0; d < D; ++d) ss += xr[d] * xr[d];
+        double s = 1.0 / std::sqrt(ss / double(D) + eps);
+        rs[r] = s;
+        for (int64_t d = 0; d < D; ++d) y[r * D + d] = xr[d] * s * g[d];
+      }
+    });
+    return;
+  }
+  const auto& rs = in[2].values;
+  const auto& dy = in[3].values;
+  auto& dx = out[0].values;
+  auto& dg = out[1].values;
+  host::parallel_for(rows, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      double s = 0;
+      for (int64_t d = 0; d < D; ++d) s += g[d] * dy[r * D + d] * x[r * D + d];
+      double c = rs[r] * rs[r] * rs[r] * s / double(D);
+      for (int64_t d = 0; d < D; ++d) dx[r * D + d] = rs[r] * g[d] * dy[r * D + d] - x[r * D + d] * c;
+    }
+  });
+  // dg: column sums, walked in 64-column strips so the row-major inputs stream through cache.
+  const int64_t strips = (D + 63) / 64;
+  host::parallel_for(strips, [&](int64_t b, int64_t e) {
+    for (int64_t s = b; s < e; ++s) {
+      int64_t d0 = s * 64, d1 = std::min(D, d0 + 64);
+      for (int64_t d = d0; d < d1; ++d) dg[d] = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t d = d0; d < d1; ++d) dg[d] += dy[r * D + d] * x[r * D + d] * rs[r];
+    }
+  });
+}
+
+Tolerance RmsNormProblem::tolerance(int i) const {
+  // Output 0 (y or dx): one rounding to the dtype plus the f32 error of the row sum (sum of
+  // squares forward, sum of g*dy*x backward, both of length D); dx's absolute floor covers
+  // entries where its two terms nearly cancel. Output 1: rstd is f32 from the same row sum;
+  // dg sums `rows` random-sign terms of size ~1, whose natural scale is sqrt(rows).
+  if (i == 0) return {backward ? 1e-5 + acc_rel(dim) : 1e-6, out_rel(dtype) + acc_rel(dim)};
+  if (!backward) return {0.0, 4e-7 + acc_rel(dim)};
+  return {acc_abs(rows), out_rel(dtype) + acc_rel(rows)};
+}
+
+RmsNormArgs RmsNormArgs::bind(const RmsNormProblem& p, const Operands& ops) {
+  RmsNormArgs a;
+  a.x = ops.in.at(0).data;
+  a.g = ops.in.at(1).data;
+  a.out = ops.out.at(0).data;
+  if (p.backward) {
+    a.rstd_in = static_cast<const float*>(ops.in.at(2).data);
+    a.dy = ops.in.at(3).data;
+    a.dg = ops.out.at(1).data;
+  } else {
+    a.rstd_out = static_cast<float*>(ops.out.at(1).data);
+  }
+  a.rows = p.rows;
+  a.dim = p.dim;
+  a.ld_x = p.ld_x;
+  a.ld_dy = p.ld_dy;
+  a.ld_out = p.ld_out;
+  a.dtype = p.dtype;
+  a.eps = static_cast<float>(p.eps);
+  a.backward = p.backward;
+  return a;
+}
+
+namespace {
+
+class RmsNormFamily final : public Family {
+ public:
+  std::string name() const override { return "rmsnorm"; }
+  std::string summary() const override {
+    return "RMSNorm forward (y, rstd) and backward (dx, dg) over the last dim, strided rows, f32/f16/bf16";
+  }
+  std::vector<ProblemPtr> test_problems() const override {
+    struct S { int64_t rows, dim, pad; };
+    // Odd lengths, a 4097 tail, warp-per-row lengths, a row past the on-chip rung (40000),
+    // one row of 2^20, padded (non-contiguous) rows, many short rows.
+    const std::vector<S> shapes = {{1, 1, 0},     {3, 3, 5},    {1, 4097, 0},   {7, 1023, 9},
+                                   {113, 203, 13}, {1000, 96, 8}, {64, 8192, 8}, {5, 40000, 0},
+                                   {2, 1 << 20, 0}};
+    std::vector<ProblemPtr> out;
+    for (auto& s : shapes)
+      for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+        for (bool bwd : {false, true}) out.push_back(std::make_shared<RmsNormProblem>(s.rows, s.dim, dt, bwd, s.pad));
+    out.push_back(std::make_shared<RmsNormProblem>(9, 77, DType::kF32, false, 0, 1e-2));  // eps matters
+    return out;
+  }
+  std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
+    std::vector<std::vector<int64_t>> shapes;
+    for (auto& s : sel.shapes) shapes.push_back(parse_shape(s));
+    if (shapes.empty()) {
+      shapes = {{16384, 8192}};
+      if (!sel.quick) shapes.push_back({4, int64_t(1) << 26});
+    }
+    std::vector<DType> dtypes = sel.dtypes;
+    if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF32};
+    std::vector<ProblemPtr> out;
+    for (auto& s : shapes) {
+      if (s.size() != 2) HK_THROW(kValue, "rmsnorm: bench shape must be ROWSxD, got ", shape_to_string(s));
+      for (DType dt : dtypes) {
+        out.push_back(std::make_shared<RmsNormProblem>(s[0], s[1], dt, false));
+        if (!sel.quick) out.push_back(std::make_shared<RmsNormProblem>(s[0], s[1], dt, true));
+      }
+    }
+    return out;
+  }
+};
+
+HK_REGISTER_FAMILY(RmsNormFamily);
+
+void dispatch(RmsNormProblem& p, const Operands& ops, std::initializer_list<const TensorView*> views,
+              cudaStream_t stream) {
+  if (p.numel() == 0) return;  // empty tensor: a no-op
+  p.align_bytes = rows::min_alignment(views);
+  Registry::get().pick(p).run(p, ops, stream);
+}
+
+}  // namespace
+
+void rmsnorm(const TensorView& x, const TensorView& g, const TensorView& y, const TensorView& rstd,
+             double eps, cudaStream_t stream) {
+  const char* op = "rmsnorm";
+  rows::check_float(op, "x", x);
+  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
+  if (!(eps >= 0) || !std::isfinite(eps)) HK_THROW(kValue, op, ": eps must be finite and >= 0, got ", eps);
+  const int64_t R = x.shape[0], D = x.shape[1];
+  rows::check_matrix(op, "x", x, x.dtype, R, D);
+  rows::check_vector(op, "g", g, x.dtype, D);
+  rows::check_matrix(op, "y", y, x.dtype, R, D);
+  rows::check_vector(op, "rstd", rstd, DType::kF32, R);
+  RmsNormProblem p(R, D, x.dtype, false, 0, eps);
+  if (p.numel() == 0) return;
+  p.ld_x = rows::leading_stride(x);
+  p.ld_out = rows::leading_stride(y);
+  dispatch(p, Operands{{x, g}, {y, rstd}}, {&x, &g, &y, &rstd}, stream);
+}
+
+void rmsnorm_backward(const TensorView& x, const TensorView& g, const TensorView& rstd,
+                      const TensorView& dy, const TensorView& dx, const TensorView& dg, cudaStream_t stream) {
+  const char* op = "rmsnorm_backward";
+  rows::check_float(op, "x", x);
+  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
+  const int64_t R = x.shape[0], D = x.shape[1];
+  rows::check_matrix(op, "x", x, x.dtype, R, D);
+  rows::check_vector(op, "g", g, x.dtype, D);
+  rows::check_vector(op, "rstd", rstd, DType::kF32, R);
+  rows::check_matrix(op, "dy", dy, x.dtype, R, D);
+  rows::check_matrix(op, "dx", dx, x.dtype, R, D);
+  rows::check_vector(op, "dg", dg, x.dtype, D);
+  RmsNormProblem p(R, D, x.dtype, true);
+  if (R > 0 && D == 0) return;  // nothing to write
+  if (R == 0) {
+    // dg = sum over zero rows = 0: the one output an empty batch still defines.
+    if (D > 0) HK_CHECK_CUDA(cudaMemsetAsync(dg.data, 0, static_cast<size_t>(D * esize(x.dtype)), stream));
+    return;
+  }
+  p.ld_x = rows::leading_stride(x);
+  p.ld_dy = rows::leading_stride(dy);
+  p.ld_out = rows::leading_stride(dx);
+  dispatch(p, Operands{{x, g, rstd, dy}, {dx, dg}}, {&x, &g, &rstd, &dy, &dx, &dg}, stream);
+}
+
+}  // namespace hk

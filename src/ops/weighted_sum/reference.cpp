@@ -1,0 +1,203 @@
+// weighted_sum/reference.cpp — the fp64 oracle, the op contract's numbers, the family (test and
+// bench shapes) and the public entry points hk::weighted_sum / hk::weighted_sum_backward.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/row_checks.hpp"
+#include "core/host.hpp"
+#include "weighted_sum/weighted_sum_op.hpp"
+
+namespace hk {
+
+namespace {
+int esize(DType dt) { return dtype_bits(dt) / 8; }
+}  // namespace
+
+int WeightedSumProblem::row_align() const {
+  int64_t e = esize(dtype);
+  if (backward) return rows::row_alignment(align_bytes, {ld_x * e, ld_dx * e});
+  return rows::row_alignment(align_bytes, {ld_x * e});
+}
+
+std::string WeightedSumProblem::key() const {
+  std::string k = fmt::format("{}x{}_{}_{}", rows, dim, to_string(dtype), backward ? "bwd" : "fwd");
+  if (ld_x != dim || (backward && ld_dx != dim))
+    k += backward ? fmt::format("_ld{}-{}", ld_x, ld_dx) : fmt::format("_ld{}", ld_x);
+  return k;
+}
+
+double WeightedSumProblem::flops() const { return double(numel()) * (backward ? 3.0 : 2.0); }
+
+double WeightedSumProblem::bytes() const {
+  double e = esize(dtype);
+  // forward: x, w read, y written; backward: x, w, dy read, dx, dw written.
+  if (!backward) return (double(numel()) + dim + rows) * e;
+  return (2.0 * double(numel()) + 2.0 * dim + rows) * e;
+}
+
+std::vector<TensorSpec> WeightedSumProblem::inputs() const {
+  TensorSpec x{"x", dtype, {rows, dim}, {ld_x, 1}, Dist::kNormal, 1.0, {}};
+  const double inf = std::numeric_limits<double>::infinity();
+  // NaN in row 0 / column 1, +Inf in row 1 / column 2: y[0] = NaN, y[1] = ±Inf, and the same
+  // columns of dw, as in fp64.
+  if (rows >= 3 && dim >= 4) x.specials = {{1, std::nan("")}, {dim + 2, inf}, {2 * dim + 3, -0.0}};
+  TensorSpec w{"w", dtype, {dim}, {}, Dist::kNormal, 1.0, {}};
+  if (!backward) return {x, w};
+  return {x, w, TensorSpec{"dy", dtype, {rows}, {}, Dist::kNormal, 1.0, {}}};
+}
+
+std::vector<TensorSpec> WeightedSumProblem::outputs() const {
+  if (!backward) return {TensorSpec{"y", dtype, {rows}, {}, Dist::kNormal, 1.0, {}}};
+  return {TensorSpec{"dx", dtype, {rows, dim}, {ld_dx, 1}, Dist::kNormal, 1.0, {}},
+          TensorSpec{"dw", dtype, {dim}, {}, Dist::kNormal, 1.0, {}}};
+}
+
+void WeightedSumProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
+  const auto& x = in[0].values;
+  const auto& w = in[1].values;
+  const int64_t D = dim;
+  if (!backward) {
+    auto& y = out[0].values;
+    host::parallel_for(rows, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        double acc = 0;
+        for (int64_t d = 0; d < D; ++d) acc += x[r * D + d] * w[d];
+        y[r] = acc;
+      }
+    });
+    return;
+  }
+  const auto& dy = in[2].values;
+  auto& dx = out[0].values;
+  auto& dw = out[1].values;
+  host::parallel_for(rows, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      for (int64_t d = 0; d < D; ++d) dx[r * D + d] = dy[r] * w[d];
+  });
+  const int64_t strips = (D + 63) / 64;  // column sums in 64-column strips: row-major friendly
+  host::parallel_for(strips, [&](int64_t b, int64_t e) {
+    for (int64_t s = b; s < e; ++s) {
+      int64_t d0 = s * 64, d1 = std::min(D, d0 + 64);
+      for (int64_t d = d0; d < d1; ++d) dw[d] = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t d = d0; d < d1; ++d) dw[d] += x[r * D + d] * dy[r];
+    }
+  });
+}
+
+Tolerance WeightedSumProblem::tolerance(int i) const {
+  // y sums D random-sign products, dw sums `rows`: tolerances scale with sqrt(length)
+  // (rows::acc_rel); dx is one f32 product rounded once to the dtype.
+  if (!backward) return {rows::acc_abs(dim), rows::out_rel(dtype) + rows::acc_rel(dim)};
+  if (i == 0) return {1e-7, rows::out_rel(dtype)};
+  return {rows::acc_abs(rows), rows::out_rel(dtype) + rows::acc_rel(rows)};
+}
+
+WeightedSumArgs WeightedSumArgs::bind(const WeightedSumProblem& p, const Operands& ops) {
+  WeightedSumArgs a;
+  a.x = ops.in.at(0).data;
+  a.w = ops.in.at(1).data;
+  if (p.backward) {
+    a.dy = ops.in.at(2).data;
+    a.dx = ops.out.at(0).data;
+    a.dw = ops.out.at(1).data;
+  } else {
+    a.y = ops.out.at(0).data;
+  }
+  a.rows = p.rows;
+  a.dim = p.dim;
+  a.ld_x = p.ld_x;
+  a.ld_dx = p.ld_dx;
+  a.dtype = p.dtype;
+  a.backward = p.backward;
+  return a;
+}
+
+namespace {
+
+class WeightedSumFamily final : public Family {
+ public:
+  std::string name() const override { return "weighted_sum"; }
+  std::string summary() const override {
+    return "y = x @ w over the last dim, backward dx = dy (x) w and dw = x^T dy; strided rows, f32/f16/bf16";
+  }
+  std::vector<ProblemPtr> test_problems() const override {
+    struct S { int64_t rows, dim, pad; };
+    const std::vector<S> shapes = {{1, 1, 0},      {3, 3, 5},     {1, 4097, 0},  {7, 1023, 9},  {113, 203, 13},
+                                   {1000, 96, 8},  {64, 8192, 8}, {5, 40000, 0}, {2, 1 << 20, 0}, {4099, 5, 3}};
+    std::vector<ProblemPtr> out;
+    for (auto& s : shapes)
+      for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+        for (bool bwd : {false, true}) out.push_back(std::make_shared<WeightedSumProblem>(s.rows, s.dim, dt, bwd, s.pad));
+    return out;
+  }
+  std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
+    std::vector<std::vector<int64_t>> shapes;
+    for (auto& s : sel.shapes) shapes.push_back(parse_shape(s));
+    if (shapes.empty()) {
+      shapes = {{16384, 8192}};
+      if (!sel.quick) shapes.push_back({4, int64_t(1) << 26});
+    }
+    std::vector<DType> dtypes = sel.dtypes;
+    if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF32};
+    std::vector<ProblemPtr> out;
+    for (auto& s : shapes) {
+      if (s.size() != 2) HK_THROW(kValue, "weighted_sum: bench shape must be ROWSxD, got ", shape_to_string(s));
+      for (DType dt : dtypes) {
+        out.push_back(std::make_shared<WeightedSumProblem>(s[0], s[1], dt, false));
+        if (!sel.quick) out.push_back(std::make_shared<WeightedSumProblem>(s[0], s[1], dt, true));
+      }
+    }
+    return out;
+  }
+};
+
+HK_REGISTER_FAMILY(WeightedSumFamily);
+
+}  // namespace
+
+void weighted_sum(const TensorView& x, const TensorView& w, const TensorView& y, cudaStream_t stream) {
+  const char* op = "weighted_sum";
+  rows::check_float(op, "x", x);
+  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
+  const int64_t R = x.shape[0], D = x.shape[1];
+  rows::check_matrix(op, "x", x, x.dtype, R, D);
+  rows::check_vector(op, "w", w, x.dtype, D);
+  rows::check_vector(op, "y", y, x.dtype, R);
+  if (R == 0) return;
+  if (D == 0) {  // an empty sum is 0
+    HK_CHECK_CUDA(cudaMemsetAsync(y.data, 0, static_cast<size_t>(R * esize(x.dtype)), stream));
+    return;
+  }
+  WeightedSumProblem p(R, D, x.dtype, false);
+  p.ld_x = rows::leading_stride(x);
+  p.align_bytes = rows::min_alignment({&x, &w, &y});
+  Registry::get().pick(p).run(p, Operands{{x, w}, {y}}, stream);
+}
+
+void weighted_sum_backward(const TensorView& x, const TensorView& w, const TensorView& dy, const TensorView& dx,
+                           const TensorView& dw, cudaStream_t stream) {
+  const char* op = "weighted_sum_backward";
+  rows::check_float(op, "x", x);
+  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
+  const int64_t R = x.shape[0], D = x.shape[1];
+  rows::check_matrix(op, "x", x, x.dtype, R, D);
+  rows::check_vector(op, "w", w, x.dtype, D);
+  rows::check_vector(op, "dy", dy, x.dtype, R);
+  rows::check_matrix(op, "dx", dx, x.dtype, R, D);
+  rows::check_vector(op, "dw", dw, x.dtype, D);
+  if (D == 0) return;
+  if (R == 0) {  // dw sums zero rows
+    HK_CHECK_CUDA(cudaMemsetAsync(dw.data, 0, static_cast<size_t>(D * esize(x.dtype)), stream));
+    return;
+  }
+  WeightedSumProblem p(R, D, x.dtype, true);
+  p.ld_x = rows::leading_stride(x);
+  p.ld_dx = rows::leading_stride(dx);
+  p.align_bytes = rows::min_alignment({&x, &w, &dy, &dx, &dw});
+  Registry::get().pick(p).run(p, Operands{{x, w, dy}, {dx, dw}}, stream);
+}
+
+}  // namespace hk

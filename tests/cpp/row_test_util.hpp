@@ -1,0 +1,76 @@
+// Helpers for the row-wise families' CPU tests: typed-error expectation, fake device pointers,
+// fresh host inputs for a problem, and central finite differences of a forward reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/host.hpp"
+#include "hk/hk.hpp"
+
+namespace rowtest {
+
+// A fake, never-dereferenced device address: validation must reject before any launch.
+inline void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t(1) << 40 | offset); }
+
+template <class F>
+void expect_error(hk::ErrorKind kind, const std::string& fragment, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no hk::Error thrown (expected " << hk::to_string(kind) << ")";
+  } catch (const hk::Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+// Random inputs for `p` without the specials (finite differences need smooth, finite points).
+inline std::vector<hk::HostTensor> smooth_inputs(const hk::Problem& p, uint64_t seed) {
+  std::vector<hk::HostTensor> in;
+  for (auto spec : p.inputs()) {
+    spec.specials.clear();
+    in.push_back(hk::host::random_tensor(spec, seed++));
+  }
+  return in;
+}
+
+inline std::vector<hk::HostTensor> run_reference(const hk::Problem& p, const std::vector<hk::HostTensor>& in) {
+  std::vector<hk::HostTensor> out;
+  for (auto& spec : p.outputs()) {
+    int64_t n = 1;
+    for (int64_t d : spec.shape) n *= d;
+    out.push_back({spec, std::vector<double>(n, std::nan(""))});
+  }
+  p.reference(in, out);
+  return out;
+}
+
+// L = sum_k out[0][k] * cot[k]; returns dL/d in[input][i] by central differences.
+inline double fd_grad(const hk::Problem& fwd, std::vector<hk::HostTensor> in, int input, int64_t i,
+                      const std::vector<double>& cot, double h = 1e-6) {
+  auto loss = [&](double delta) {
+    auto moved = in;
+    moved[input].values[i] += delta;
+    auto out = run_reference(fwd, moved);
+    double l = 0;
+    for (size_t k = 0; k < cot.size(); ++k) l += out[0].values[k] * cot[k];
+    return l;
+  };
+  return (loss(h) - loss(-h)) / (2 * h);
+}
+
+// Every element of `analytic` against finite differences of input `input` of `fwd`.
+inline void expect_matches_fd(const hk::Problem& fwd, const std::vector<hk::HostTensor>& in, int input,
+                              const std::vector<double>& cot, const std::vector<double>& analytic,
+                              const std::string& what) {
+  ASSERT_EQ(analytic.size(), in[input].values.size()) << what;
+  for (size_t i = 0; i < analytic.size(); ++i) {
+    double fd = fd_grad(fwd, in, input, static_cast<int64_t>(i), cot);
+    EXPECT_NEAR(analytic[i], fd, 1e-6 * (1 + std::fabs(fd))) << what << "[" << i << "]";
+  }
+}
+
+}  // namespace rowtest

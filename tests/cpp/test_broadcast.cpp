@@ -1,0 +1,87 @@
+// The broadcast families beyond the registry sweep: bad input (CPU), empty tensors, dispatch,
+// NaN-keeping relu, and row_scale_relu's backward reference against finite differences (CPU).
+#include <gtest/gtest.h>
+
+#include "broadcast/broadcast_op.hpp"
+#include "row_test_util.hpp"
+
+using hk::BroadcastKind;
+using hk::BroadcastProblem;
+using hk::DType;
+using hk::ErrorKind;
+using hk::TensorView;
+using rowtest::expect_error;
+using rowtest::fake_ptr;
+
+TEST(BroadcastBadInput, WrongDtype) {
+  TensorView xi(fake_ptr(), DType::kI32, {8}), zi(fake_ptr(), DType::kI32, {8});
+  expect_error(ErrorKind::kType, "add_scalar: x is i32", [&] { hk::add_scalar(xi, 1.0, zi); });
+  TensorView x(fake_ptr(), DType::kBF16, {8}), y(fake_ptr(), DType::kF16, {4}), z(fake_ptr(), DType::kBF16, {4, 8});
+  expect_error(ErrorKind::kType, "outer_add: y is f16, expected bf16", [&] { hk::outer_add(x, y, z); });
+}
+
+TEST(BroadcastBadInput, MismatchedShapesNullAndLayout) {
+  TensorView x(fake_ptr(), DType::kF32, {8}), y(fake_ptr(), DType::kF32, {4}), z(fake_ptr(), DType::kF32, {8, 4});
+  expect_error(ErrorKind::kValue, "z has shape [8x4], expected [4x8]", [&] { hk::outer_mul_relu(x, y, z); });
+  TensorView z2(fake_ptr(), DType::kF32, {3, 8});
+  expect_error(ErrorKind::kValue, "add_scalar: z has shape [3x8]", [&] { hk::add_scalar(z, 2.0, z2); });
+  TensorView xm(fake_ptr(), DType::kF32, {4, 8}), ym(fake_ptr(), DType::kF32, {5});
+  expect_error(ErrorKind::kValue, "y has shape [5], expected [4]", [&] { hk::row_scale_relu(xm, ym, xm); });
+  TensorView xn(nullptr, DType::kF32, {4, 8});
+  expect_error(ErrorKind::kValue, "null pointer with 32 elements", [&] { hk::row_scale_relu(xn, y, xm); });
+  TensorView xt(fake_ptr(), DType::kF32, {4, 8}, {1, 4});
+  expect_error(ErrorKind::kNotSupported, "contiguous last dim",
+               [&] { hk::row_scale_relu_backward(xm, y, xt, xm, y); });
+  TensorView xs(fake_ptr(), DType::kF32, {4, 8}, {16, 1});
+  expect_error(ErrorKind::kNotSupported, "add_scalar: x must be contiguous", [&] { hk::add_scalar(xs, 1.0, xs); });
+}
+
+TEST(BroadcastBadInput, EmptyTensorIsANoOp) {
+  TensorView e(nullptr, DType::kBF16, {0}), v(fake_ptr(), DType::kBF16, {16}), z(nullptr, DType::kBF16, {0, 16});
+  EXPECT_NO_THROW(hk::add_scalar(e, 1.0, e));
+  EXPECT_NO_THROW(hk::outer_add(v, e, z));
+  EXPECT_NO_THROW(hk::outer_mul_relu(v, e, z));
+  EXPECT_NO_THROW(hk::row_scale_relu(z, e, z));
+  EXPECT_NO_THROW(hk::row_scale_relu_backward(z, e, z, z, e));
+}
+
+TEST(BroadcastDispatch, DefaultAndFallback) {
+  auto& reg = hk::Registry::get();
+  BroadcastProblem p(BroadcastKind::kOuterAdd, {16384, 8192}, DType::kBF16);
+  EXPECT_EQ(reg.pick(p).name(), "v02_vectorized");
+  BroadcastProblem odd(BroadcastKind::kRowScaleRelu, {16, 100}, DType::kBF16, true, 1);
+  EXPECT_EQ(reg.pick(odd).name(), "v01_naive");
+  // An outer op's x and y are vectors: an odd N0 only matters through z's row stride.
+  BroadcastProblem odd_n0(BroadcastKind::kOuterMulRelu, {16, 8191}, DType::kF32, false, 1);
+  EXPECT_EQ(reg.pick(odd_n0).name(), "v02_vectorized");
+}
+
+TEST(BroadcastReference, ReluKeepsNan) {
+  BroadcastProblem p(BroadcastKind::kOuterMulRelu, {1, 3}, DType::kF32);
+  auto out = rowtest::run_reference(p, {{p.inputs()[0], {std::nan(""), -2.0, 3.0}}, {p.inputs()[1], {1.0}}});
+  EXPECT_TRUE(std::isnan(out[0].values[0]));
+  EXPECT_EQ(out[0].values[1], 0.0);
+  EXPECT_EQ(out[0].values[2], 3.0);
+}
+
+// dL/dx and dL/dy of L = sum z * dz against the analytic backward. Points with |x y| < 0.05 are
+// moved away from the ReLU kink, where the derivative is not defined.
+TEST(BroadcastReference, RowScaleReluBackwardMatchesFiniteDifferences) {
+  for (auto [n1, n0] : {std::pair<int64_t, int64_t>{3, 5}, {4, 2}}) {
+    BroadcastProblem fwd(BroadcastKind::kRowScaleRelu, {n1, n0}, DType::kF32),
+        bwd(BroadcastKind::kRowScaleRelu, {n1, n0}, DType::kF32, true);
+    auto in = rowtest::smooth_inputs(fwd, 21 + n1);
+    for (auto& v : in[1].values)
+      if (std::fabs(v) < 0.25) v = v < 0 ? -0.5 : 0.5;
+    for (int64_t j = 0; j < n1; ++j)
+      for (int64_t i = 0; i < n0; ++i) {
+        double& xv = in[0].values[j * n0 + i];
+        if (std::fabs(xv * in[1].values[j]) < 0.05) xv = xv < 0 ? -0.5 : 0.5;
+      }
+    hk::TensorSpec dz_spec{"dz", DType::kF32, {n1, n0}, {}, hk::Dist::kNormal, 1.0, {}};
+    std::vector<double> dz = hk::host::random_tensor(dz_spec, 4).values;
+    auto grads = rowtest::run_reference(bwd, {in[0], in[1], {dz_spec, dz}});
+    rowtest::expect_matches_fd(fwd, in, 0, dz, grads[0].values, "dx");
+    rowtest::expect_matches_fd(fwd, in, 1, dz, grads[1].values, "dy");
+  }
+}
