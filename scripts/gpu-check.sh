@@ -60,8 +60,10 @@ sed -n '/measured ceilings/,$p' "$LOGS/info.txt" | tee -a "$summary"
 "$build/hk" bench --json "$LOGS/bench-quick.json" >"$LOGS/bench-quick.md" 2>"$LOGS/bench-quick.err"
 say "hk bench (quick suite): rc=$?"
 if [[ $quick -eq 0 ]]; then
-  "$build/hk" bench gelu --json "$LOGS/bench-gelu.json" >"$LOGS/bench-gelu.md" 2>"$LOGS/bench-gelu.err"
-  say "hk bench gelu: rc=$?"
+  # every family's whole ladder, one JSON (the tool returns at most 8 files)
+  "$build/hk" bench $("$build/hk" list --names) --budget-ms "${HK_BUDGET_MS:-400}" \
+    --json "$LOGS/bench-all.json" >"$LOGS/bench-all.md" 2>"$LOGS/bench-all.err"
+  say "hk bench (all families): rc=$?"
 fi
 say "total: $(( $(date +%s) - t0 ))s"
 echo

@@ -59,10 +59,14 @@ class Case {
   std::vector<DeviceBuffer> in_dev_, out_dev_;
   std::vector<HostTensor> ref_;
   bool ref_ready_ = false;
+  // Sampled check (Problem::reference_at): positions per output; empty = full reference.
+  std::vector<std::vector<int64_t>> sample_;
 };
 
 // Compares logical values: NaN must meet NaN, Inf the same Inf, finite |got-ref| <= atol+rtol|ref|.
+// With `flat` non-empty, got[k] and ref[k] belong to flat position flat[k] (a sampled check).
 CheckResult compare(const TensorSpec& spec, const std::vector<double>& got,
-                    const std::vector<double>& ref, const Tolerance& tol);
+                    const std::vector<double>& ref, const Tolerance& tol,
+                    const std::vector<int64_t>& flat = {});
 
 }  // namespace hk::bench

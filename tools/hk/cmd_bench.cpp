@@ -42,10 +42,11 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
 
 void add_bench_command(CLI::App& app) {
   static hk::bench::BenchRequest req;
-  static std::string family, json_path, dtype_list;
+  static std::string json_path, dtype_list;
+  static std::vector<std::string> families;
   static std::vector<std::string> shapes;
   auto* cmd = app.add_subcommand("bench", "verify then time variants; no family = quick suite of every family");
-  cmd->add_option("family", family, "family to benchmark (all variants); omit for the quick suite");
+  cmd->add_option("families", families, "families to benchmark (all variants); none = the quick suite");
   cmd->add_option("--variant", req.variant_glob, "only variants matching this glob (e.g. 'v0[23]*')");
   cmd->add_option("--shape", shapes, "problem shape(s), e.g. 16384x8192 (repeatable)");
   cmd->add_option("--dtype", dtype_list, "dtype(s), comma-separated: f32,f16,bf16");
@@ -54,8 +55,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--quick", req.select.quick, "a few shapes per family, default variant + baseline");
   cmd->add_option("--budget-ms", req.time.budget_ms, "time budget per row after warm-up");
   cmd->callback([] {
-    if (family.empty()) req.select.quick = true;
-    else req.families = {family};
+    if (families.empty()) req.select.quick = true;
+    req.families = families;
     req.select.shapes = shapes;
     size_t pos = 0;
     while (!dtype_list.empty() && pos <= dtype_list.size()) {

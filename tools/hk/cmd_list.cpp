@@ -7,8 +7,12 @@
 namespace hk::cli {
 namespace {
 
-int cmd_list(const std::string& family) {
+int cmd_list(const std::string& family, bool names) {
   auto& reg = hk::Registry::get();
+  if (names) {
+    for (const hk::Family* f : reg.families()) fmt::print("{}\n", f->name());
+    return 0;
+  }
   int shown = 0;
   for (const hk::Family* f : reg.families()) {
     if (!family.empty() && f->name() != family) continue;
@@ -34,9 +38,11 @@ int cmd_list(const std::string& family) {
 
 void add_list_command(CLI::App& app) {
   static std::string family;
+  static bool names = false;
   auto* cmd = app.add_subcommand("list", "families and their variants");
   cmd->add_option("family", family, "only this family");
-  cmd->callback([] { exit_code() = cmd_list(family); });
+  cmd->add_flag("--names", names, "print only the family names, one per line");
+  cmd->callback([] { exit_code() = cmd_list(family, names); });
 }
 
 }  // namespace hk::cli
