@@ -29,6 +29,9 @@ struct Timing {
   double spread_pct() const { return median_us > 0 ? 100.0 * (p75_us - p25_us) / median_us : 0; }
 };
 
+// Evicts the L2 (a read-only sweep of 3x its size) on `stream`: what time_launches does before
+// every cold sample, for other harnesses (hk profile) that time ops their own way.
+void flush_l2(cudaStream_t stream);
 // Times `launch` (one call = one op) under `opt`; cold L2 unless opt.warm.
 Timing time_launches(const std::function<void(cudaStream_t)>& launch, const TimeOptions& opt);
 Timing time_variant(const Variant& v, const Problem& p, const Operands& ops, const TimeOptions& opt);

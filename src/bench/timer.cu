@@ -43,6 +43,8 @@ Flusher& flusher() {
 
 }  // namespace
 
+void flush_l2(cudaStream_t stream) { flusher().flush(stream); }
+
 Timing time_launches(const std::function<void(cudaStream_t)>& launch, const TimeOptions& opt) {
   cudaStream_t s = nullptr;
   // Warm-up: module load, allocator pools, clocks up. At least 3 runs or 20 ms.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/host.hpp"
+#include "core/trace.hpp"
 #include "gelu/gelu_op.hpp"
 
 namespace hk {
@@ -166,6 +167,7 @@ int min_alignment(std::initializer_list<const TensorView*> views) {
 }  // namespace
 
 void gelu(const TensorView& x, const TensorView& y, GeluApprox approx, cudaStream_t stream) {
+  HK_TRACE_RANGE("hk::gelu");
   if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kBF16)
     HK_THROW(kType, "gelu: x is ", to_string(x.dtype), ", expected f32, f16 or bf16");
   check_operand("gelu", "x", x, x);
@@ -177,6 +179,7 @@ void gelu(const TensorView& x, const TensorView& y, GeluApprox approx, cudaStrea
 
 void gelu_backward(const TensorView& x, const TensorView& dy, const TensorView& dx,
                    GeluApprox approx, cudaStream_t stream) {
+  HK_TRACE_RANGE("hk::gelu_backward");
   if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kBF16)
     HK_THROW(kType, "gelu_backward: x is ", to_string(x.dtype), ", expected f32, f16 or bf16");
   check_operand("gelu_backward", "x", x, x);
