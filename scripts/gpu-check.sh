@@ -3,13 +3,21 @@
 # sweep, the Python tests (when the package exists) and `hk bench`, then print a short summary.
 # Logs go to build/gpu-check/; at the end $OUT (when set, as on the device tool) receives
 # summary.txt, the bench JSON files and logs.tgz (everything) — the tool returns at most 8 files.
-# Usage: scripts/gpu-check.sh [--quick]
-#   --quick   skip the sanitizer sweep and the full family benchmarks (tests + main job only)
+# Usage: scripts/gpu-check.sh [--quick] [--no-sanitize]
+#   --quick         tests + the main job only (no sanitizer, ladders, profile, microbench)
+#   --no-sanitize   everything but the sanitizer sweep
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
 rm -rf "$LOGS"; mkdir -p "$LOGS"
-quick=0; [[ ${1:-} == --quick ]] && quick=1
+quick=0; sanitize=1
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=1; sanitize=0 ;;
+    --no-sanitize) sanitize=0 ;;
+    *) echo "gpu-check: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
 export HK_CACHE_DIR="$LOGS/cache"
 finish() {
   if [[ -n ${OUT:-} ]]; then
@@ -43,7 +51,7 @@ grep -E "^\[  FAILED  \]" "$LOGS/tests.log" | head -20 | tee -a "$summary"
 grep -B1 -A3 "Failure" "$LOGS/tests.log" | head -60 >"$LOGS/failures.txt"
 
 # 3. sanitizer sweep
-if [[ $quick -eq 0 ]]; then
+if [[ $sanitize -eq 1 ]]; then
   scripts/sanitize.sh "$build" "$LOGS/sanitize" >/dev/null 2>&1
   say "sanitize: rc=$?"; sed 's/^/  /' "$LOGS/sanitize/summary.txt" | tee -a "$summary"
 fi
@@ -64,6 +72,20 @@ if [[ $quick -eq 0 ]]; then
   "$build/hk" bench $("$build/hk" list --names) --budget-ms "${HK_BUDGET_MS:-400}" \
     --json "$LOGS/bench-all.json" >"$LOGS/bench-all.md" 2>"$LOGS/bench-all.err"
   say "hk bench (all families): rc=$?"
+fi
+# 6. profiling: the CUPTI table, the unfused-vs-fused comparison, one ncu run
+if [[ $quick -eq 0 ]]; then
+  { "$build/hk" profile gelu && "$build/hk" profile compare gelu; } >"$LOGS/profile.txt" 2>&1
+  say "hk profile gelu + compare: rc=$?"
+  grep -A12 -E "^hk profile compare|kernels/op" "$LOGS/profile.txt" | head -14 | tee -a "$summary"
+  timeout 240 "$build/hk" profile --ncu gelu --variant v03_vectorized --problem '*bf16*' >"$LOGS/ncu.txt" 2>&1
+  say "hk profile --ncu gelu v03_vectorized: rc=$?"
+  grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|^  [a-z_]+.*kernel" "$LOGS/ncu.txt" | head -12 | tee -a "$summary"
+fi
+# 7. hardware experiments (when built)
+if "$build/hk" microbench --list >/dev/null 2>&1; then
+  timeout 300 "$build/hk" microbench --json "$LOGS/bench-microbench.json" >"$LOGS/microbench.md" 2>&1
+  say "hk microbench: rc=$?"
 fi
 say "total: $(( $(date +%s) - t0 ))s"
 echo
