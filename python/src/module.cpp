@@ -30,46 +30,36 @@ using InArray = nb::ndarray<nb::ro>;  // any dtype, shape, strides, device; read
 using OutArray = nb::ndarray<>;       // written by the kernel: must be writable
 using AttrMap = std::map<std::string, hk::AttrValue>;
 
+// DLPack's DLDataTypeCode values (dlpack.h 1.1), spelled out so that any nanobind 2.x builds
+// this file (its dtype_code enum gained the float8 codes only recently).
+enum DLCode : uint8_t {
+  kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6,
+  kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12,
+};
+
 std::string dlpack_dtype_name(const nb::dlpack::dtype& t) {
-  using C = nb::dlpack::dtype_code;
-  const char* base = "dlpack code ";
-  switch (static_cast<C>(t.code)) {
-    case C::Int: base = "int"; break;
-    case C::UInt: base = "uint"; break;
-    case C::Float: base = "float"; break;
-    case C::Bfloat: base = "bfloat"; break;
-    case C::Complex: base = "complex"; break;
-    case C::Bool: return "bool";
-    default: return base + std::to_string(t.code) + "/" + std::to_string(t.bits) + " bits";
+  const char* base = nullptr;
+  switch (t.code) {
+    case kDLInt: base = "int"; break;
+    case kDLUInt: base = "uint"; break;
+    case kDLFloat: base = "float"; break;
+    case kDLBfloat: base = "bfloat"; break;
+    case kDLComplex: base = "complex"; break;
+    case kDLBool: return "bool";
+    default: return "dlpack type code " + std::to_string(t.code) + " (" + std::to_string(t.bits) + " bits)";
   }
   return base + std::to_string(t.bits);
 }
 
 hk::DType to_dtype(const nb::dlpack::dtype& t, const std::string& what) {
-  using C = nb::dlpack::dtype_code;
   if (t.lanes == 1) {
-    switch (static_cast<C>(t.code)) {
-      case C::Float:
-        if (t.bits == 32) return hk::DType::kF32;
-        if (t.bits == 16) return hk::DType::kF16;
-        break;
-      case C::Bfloat:
-        if (t.bits == 16) return hk::DType::kBF16;
-        break;
-      case C::Float8_E4M3FN:
-        if (t.bits == 8) return hk::DType::kF8E4M3;
-        break;
-      case C::Float8_E5M2:
-        if (t.bits == 8) return hk::DType::kF8E5M2;
-        break;
-      case C::Int:
-        if (t.bits == 32) return hk::DType::kI32;
-        break;
-      case C::UInt:
-        if (t.bits == 8) return hk::DType::kU8;
-        break;
-      default: break;
-    }
+    if (t.code == kDLFloat && t.bits == 32) return hk::DType::kF32;
+    if (t.code == kDLFloat && t.bits == 16) return hk::DType::kF16;
+    if (t.code == kDLBfloat && t.bits == 16) return hk::DType::kBF16;
+    if (t.code == kDLFloat8_e4m3fn && t.bits == 8) return hk::DType::kF8E4M3;
+    if (t.code == kDLFloat8_e5m2 && t.bits == 8) return hk::DType::kF8E5M2;
+    if (t.code == kDLInt && t.bits == 32) return hk::DType::kI32;
+    if (t.code == kDLUInt && t.bits == 8) return hk::DType::kU8;
   }
   HK_THROW(kType, what, " is ", dlpack_dtype_name(t),
            "; hopperkit takes f32, f16, bf16, e4m3 (float8_e4m3fn), e5m2, i32 and u8");
