@@ -9,10 +9,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "hk/error.hpp"
@@ -62,6 +66,32 @@ struct Operands {
   std::vector<TensorView> out;
 };
 
+// The named scalars that, with the input tensors, pose a problem: gelu's approximate, rms_norm's
+// eps. They are what Python keyword arguments carry into Family::make_problem (hk.run,
+// hk.reference, the torch ops) and what Problem::attrs() hands back. Reads are typed: a value of
+// the wrong type is kType, an attribute the family does not know is kValue (a typo must fail).
+using AttrValue = std::variant<bool, int64_t, double, std::string>;
+
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<const std::string, AttrValue>> init) : values_(init) {}
+  explicit Attrs(std::map<std::string, AttrValue> values) : values_(std::move(values)) {}
+  const std::map<std::string, AttrValue>& values() const { return values_; }
+  void set(const std::string& name, AttrValue value) { values_[name] = std::move(value); }
+
+  // `op` names the family in error messages; `fallback` is returned when the name is absent.
+  bool get_bool(std::string_view op, const std::string& name, bool fallback) const;
+  int64_t get_int(std::string_view op, const std::string& name, int64_t fallback) const;
+  double get_double(std::string_view op, const std::string& name, double fallback) const;  // int ok
+  std::string get_string(std::string_view op, const std::string& name, const std::string& fallback) const;
+  // Throws kValue naming every attribute not in `known`, and the known ones.
+  void expect_only(std::string_view op, std::initializer_list<std::string_view> known) const;
+
+ private:
+  std::map<std::string, AttrValue> values_;
+};
+
 // One problem of one family: the op contract (DESIGN.md §3). Families derive from it.
 class Problem {
  public:
@@ -84,6 +114,9 @@ class Problem {
     return false;
   }
   static constexpr double kSampledCheckFlops = 2e10;
+  // The attributes that, with tensors laid out as inputs(), rebuild this problem through
+  // Family::make_problem (same key()). Families without attributes keep the default.
+  virtual Attrs attrs() const { return {}; }
   // Smallest power-of-two alignment (bytes) of every operand's base address, set when the
   // problem is built from real views; 256 (cudaMalloc) for harness-made problems.
   int align_bytes = 256;
@@ -104,6 +137,12 @@ class Family {
   virtual std::string summary() const = 0;
   virtual std::vector<ProblemPtr> test_problems() const = 0;
   virtual std::vector<ProblemPtr> bench_problems(const BenchSelect& select) const = 0;
+  // The problem that these input tensors (shape, dtype, strides, in inputs() order) and
+  // attributes pose, validated as strictly as the public op (typed errors naming the values),
+  // with align_bytes set from the views. Only metadata is read: the views may point to host or
+  // device memory. The Python package's only per-family hook (hk.run, hk.reference, torch ops).
+  // The default says the family has none yet (kNotSupported).
+  virtual ProblemPtr make_problem(const std::vector<TensorView>& inputs, const Attrs& attrs) const;
 };
 
 class Variant {

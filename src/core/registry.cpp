@@ -9,6 +9,62 @@
 
 namespace hk {
 
+namespace {
+const char* attr_type_name(const AttrValue& v) {
+  switch (v.index()) {
+    case 0: return "bool";
+    case 1: return "int";
+    case 2: return "float";
+    default: return "str";
+  }
+}
+}  // namespace
+
+bool Attrs::get_bool(std::string_view op, const std::string& name, bool fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  if (auto* b = std::get_if<bool>(&it->second)) return *b;
+  HK_THROW(kType, op, ": attribute ", name, " must be a bool, got ", attr_type_name(it->second));
+}
+
+int64_t Attrs::get_int(std::string_view op, const std::string& name, int64_t fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  if (auto* i = std::get_if<int64_t>(&it->second)) return *i;
+  HK_THROW(kType, op, ": attribute ", name, " must be an int, got ", attr_type_name(it->second));
+}
+
+double Attrs::get_double(std::string_view op, const std::string& name, double fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  if (auto* d = std::get_if<double>(&it->second)) return *d;
+  if (auto* i = std::get_if<int64_t>(&it->second)) return static_cast<double>(*i);
+  HK_THROW(kType, op, ": attribute ", name, " must be a float, got ", attr_type_name(it->second));
+}
+
+std::string Attrs::get_string(std::string_view op, const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  if (auto* s = std::get_if<std::string>(&it->second)) return *s;
+  HK_THROW(kType, op, ": attribute ", name, " must be a str, got ", attr_type_name(it->second));
+}
+
+void Attrs::expect_only(std::string_view op, std::initializer_list<std::string_view> known) const {
+  std::string unknown;
+  for (auto& [name, value] : values_)
+    if (std::find(known.begin(), known.end(), name) == known.end()) unknown += (unknown.empty() ? "" : ", ") + name;
+  if (unknown.empty()) return;
+  std::string names;
+  for (auto k : known) names += fmt::format("{}{}", names.empty() ? "" : ", ", k);
+  HK_THROW(kValue, op, ": unknown attribute(s) ", unknown, "; ", op, " takes ",
+           names.empty() ? std::string("none") : names);
+}
+
+ProblemPtr Family::make_problem(const std::vector<TensorView>&, const Attrs&) const {
+  HK_THROW(kNotSupported, name(), ": this family cannot build a problem from tensors yet "
+           "(Family::make_problem, see docs/python.md)");
+}
+
 Variant::Variant(std::string family, std::string name, std::string summary, int min_sm, unsigned flags)
     : family_(std::move(family)), name_(std::move(name)), summary_(std::move(summary)),
       min_sm_(min_sm), flags_(flags) {}

@@ -32,6 +32,7 @@ struct GeluProblem final : Problem {
   std::vector<TensorSpec> outputs() const override;
   void reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const override;
   Tolerance tolerance(int output_index) const override;
+  Attrs attrs() const override;  // {"approximate": "tanh" | "none", "backward": bool}
 };
 
 // What a rung's launcher receives: raw pointers and the flat element count.

@@ -2,6 +2,7 @@
 // shapes) and the public entry points hk::gelu / hk::gelu_backward.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -77,6 +78,10 @@ void GeluProblem::reference(const std::vector<HostTensor>& in, std::vector<HostT
   });
 }
 
+Attrs GeluProblem::attrs() const {
+  return {{"approximate", std::string(approx == GeluApprox::kTanh ? "tanh" : "none")}, {"backward", backward}};
+}
+
 Tolerance GeluProblem::tolerance(int) const {
   // Math in f32, one rounding to the output dtype: one output ulp of relative error, plus an
   // absolute floor for results near zero (where the f32 exp/erf error dominates). The f32
@@ -103,6 +108,36 @@ GeluArgs GeluArgs::bind(const GeluProblem& p, const Operands& ops) {
 }
 
 namespace {
+
+// Validation shared by the public entry points and make_problem: typed errors naming the op and
+// the values received.
+void check_operand(const char* op, const char* name, const TensorView& t, const TensorView& x) {
+  if (t.dtype != x.dtype)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), " but x is ", to_string(x.dtype));
+  if (t.shape != x.shape)
+    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "] but x has [",
+             shape_to_string(x.shape), "]");
+  if (!t.is_contiguous())
+    HK_THROW(kNotSupported, op, ": ", name, " must be contiguous, got ", t.describe());
+  if (t.numel() > 0 && t.data == nullptr)
+    HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
+}
+
+// Checks x and every other operand against x; the problem they pose, aligned as the views are.
+GeluProblem checked_problem(const char* op, const TensorView& x,
+                            std::initializer_list<std::pair<const char*, const TensorView*>> others,
+                            GeluApprox approx, bool backward) {
+  if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kBF16)
+    HK_THROW(kType, op, ": x is ", to_string(x.dtype), ", expected f32, f16 or bf16");
+  check_operand(op, "x", x, x);
+  GeluProblem p(x.shape, x.dtype, approx, backward);
+  p.align_bytes = x.alignment();
+  for (auto& [name, t] : others) {
+    check_operand(op, name, *t, x);
+    p.align_bytes = std::min(p.align_bytes, t->alignment());
+  }
+  return p;
+}
 
 class GeluFamily final : public Family {
  public:
@@ -136,57 +171,41 @@ class GeluFamily final : public Family {
       }
     return out;
   }
+  // inputs {x} or, with backward=true, {x, dy}; approximate "tanh" (default) or "none".
+  ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
+    attrs.expect_only("gelu", {"approximate", "backward"});
+    std::string a = attrs.get_string("gelu", "approximate", "tanh");
+    if (a != "tanh" && a != "none")
+      HK_THROW(kValue, "gelu: approximate must be \"tanh\" or \"none\", got \"", a, "\"");
+    GeluApprox approx = a == "tanh" ? GeluApprox::kTanh : GeluApprox::kNone;
+    bool bwd = attrs.get_bool("gelu", "backward", false);
+    const char* op = bwd ? "gelu_backward" : "gelu";
+    if (in.size() != (bwd ? 2u : 1u))
+      HK_THROW(kValue, op, ": takes ", bwd ? "2 inputs (x, dy)" : "1 input (x)", ", got ", in.size());
+    if (bwd) return std::make_shared<GeluProblem>(checked_problem(op, in[0], {{"dy", &in[1]}}, approx, true));
+    return std::make_shared<GeluProblem>(checked_problem(op, in[0], {}, approx, false));
+  }
 };
 
 HK_REGISTER_FAMILY(GeluFamily);
-
-// Validation for the public entry points: typed errors naming the op and the values received.
-void check_operand(const char* op, const char* name, const TensorView& t, const TensorView& x) {
-  if (t.dtype != x.dtype)
-    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), " but x is ", to_string(x.dtype));
-  if (t.shape != x.shape)
-    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "] but x has [",
-             shape_to_string(x.shape), "]");
-  if (!t.is_contiguous())
-    HK_THROW(kNotSupported, op, ": ", name, " must be contiguous, got ", t.describe());
-  if (t.numel() > 0 && t.data == nullptr)
-    HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
-}
 
 void dispatch(const GeluProblem& p, const Operands& ops, cudaStream_t stream) {
   if (p.numel() == 0) return;  // empty tensor: a no-op
   Registry::get().pick(p).run(p, ops, stream);
 }
 
-int min_alignment(std::initializer_list<const TensorView*> views) {
-  int a = 256;
-  for (auto* v : views) a = std::min(a, v->alignment());
-  return a;
-}
-
 }  // namespace
 
 void gelu(const TensorView& x, const TensorView& y, GeluApprox approx, cudaStream_t stream) {
   HK_TRACE_RANGE("hk::gelu");
-  if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kBF16)
-    HK_THROW(kType, "gelu: x is ", to_string(x.dtype), ", expected f32, f16 or bf16");
-  check_operand("gelu", "x", x, x);
-  check_operand("gelu", "y", y, x);
-  GeluProblem p(x.shape, x.dtype, approx, false);
-  p.align_bytes = min_alignment({&x, &y});
+  GeluProblem p = checked_problem("gelu", x, {{"y", &y}}, approx, false);
   dispatch(p, Operands{{x}, {y}}, stream);
 }
 
 void gelu_backward(const TensorView& x, const TensorView& dy, const TensorView& dx,
                    GeluApprox approx, cudaStream_t stream) {
   HK_TRACE_RANGE("hk::gelu_backward");
-  if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kBF16)
-    HK_THROW(kType, "gelu_backward: x is ", to_string(x.dtype), ", expected f32, f16 or bf16");
-  check_operand("gelu_backward", "x", x, x);
-  check_operand("gelu_backward", "dy", dy, x);
-  check_operand("gelu_backward", "dx", dx, x);
-  GeluProblem p(x.shape, x.dtype, approx, true);
-  p.align_bytes = min_alignment({&x, &dy, &dx});
+  GeluProblem p = checked_problem("gelu_backward", x, {{"dy", &dy}, {"dx", &dx}}, approx, true);
   dispatch(p, Operands{{x, dy}, {dx}}, stream);
 }
 

@@ -1,0 +1,190 @@
+"""``kernel_op``: one declaration per public op gives its torch custom op and its NumPy path.
+
+A declaration is a function whose annotated signature is the op's schema and whose body
+allocates the outputs (shapes and dtypes only)::
+
+    @kernel_op("gelu")
+    def _gelu(x: Tensor, approximate: str = "none") -> Tensor:
+        return new_like(x)
+
+From it ``kernel_op`` builds:
+
+* ``torch.ops.hopperkit.<name>``, a ``torch.library.custom_op`` whose schema is read from the
+  annotations. The real kernel allocates the outputs with the declaration, then runs the family's
+  default dispatch on the current stream of the inputs' device (CUDA) or the fp64 reference
+  (CPU tensors). The declaration itself is the fake (meta) implementation, so ``torch.compile``
+  and ``torch.export`` see the same shapes the kernel produces.
+* the NumPy path: NumPy inputs run the family's fp64 reference and come back in the declared
+  output dtypes.
+
+Tensor parameters (annotated ``Tensor`` or ``Tensor | None``) become the C++ inputs in signature
+order, a ``None`` one left out; every other parameter (``str``, ``float``, ``int``, ``bool``, or
+one of those ``| None``) becomes a keyword attribute of ``Family::make_problem`` under its own
+name, left out when None, plus the fixed ``attrs`` given to ``kernel_op``.
+The returned callable takes every argument positionally (public wrappers pass them all), which
+keeps it trivial for ``torch.compile`` to trace. docs/python.md shows how to add an op.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _C
+from ._core import launch, numpy_dtype, torch, torch_dtype
+
+#: Annotation (as written in a declaration) -> torch schema type.
+_SCHEMA_TYPES = {
+    "Tensor": "Tensor",
+    "Tensor | None": "Tensor?",
+    "str": "str",
+    "str | None": "str?",
+    "float": "float",
+    "float | None": "float?",
+    "int": "SymInt",
+    "int | None": "SymInt?",
+    "bool": "bool",
+    "bool | None": "bool?",
+}
+
+
+def new_like(x: Any, shape: Any = None, dtype: str | None = None) -> Any:
+    """An uninitialized, contiguous output for a declaration: ``x``'s shape, dtype and device
+    unless ``shape`` or ``dtype`` (a hopperkit name: "f32", "bf16", ...) say otherwise.
+    Works for torch tensors (real or fake) and NumPy arrays alike."""
+    shape = tuple(x.shape) if shape is None else tuple(shape)
+    if isinstance(x, np.ndarray):
+        return np.empty(shape, dtype=x.dtype if dtype is None else numpy_dtype(dtype))
+    return torch.empty(shape, dtype=x.dtype if dtype is None else torch_dtype(dtype), device=x.device)
+
+
+def _default_text(value: Any) -> str:
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise TypeError(f"kernel_op: default {value!r} cannot appear in a torch schema")
+
+
+def schema_of(declare: Callable) -> str:
+    """The torch schema string of a declaration, e.g. "(Tensor x, str approximate='none') -> Tensor"."""
+    sig = inspect.signature(declare)
+    args = []
+    for p in sig.parameters.values():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            raise TypeError(f"kernel_op {declare.__name__}: parameter {p.name} must be positional")
+        if p.annotation not in _SCHEMA_TYPES:
+            raise TypeError(f"kernel_op {declare.__name__}: parameter {p.name} is annotated "
+                            f"{p.annotation!r}; use one of {', '.join(_SCHEMA_TYPES)}")
+        arg = f"{_SCHEMA_TYPES[p.annotation]} {p.name}"
+        if p.default is not p.empty:
+            arg += "=" + _default_text(p.default)
+        args.append(arg)
+    ret = sig.return_annotation
+    if ret == "Tensor":
+        returns = "Tensor"
+    elif isinstance(ret, str) and ret.startswith("tuple[") and ret.endswith("]"):
+        parts = [r.strip() for r in ret[len("tuple["):-1].split(",")]
+        if not parts or any(r != "Tensor" for r in parts):
+            raise TypeError(f"kernel_op {declare.__name__}: returns must be Tensor or tuple[Tensor, ...]")
+        returns = "(" + ", ".join(parts) + ")"
+    else:
+        raise TypeError(f"kernel_op {declare.__name__}: return annotation {ret!r}; use Tensor or "
+                        "tuple[Tensor, ...] (with `from __future__ import annotations`)")
+    return "(" + ", ".join(args) + ") -> " + returns
+
+
+def _flat(outputs: Any) -> list:
+    return list(outputs) if isinstance(outputs, tuple) else [outputs]
+
+
+def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None,
+              contiguous: bool = True) -> Callable[[Callable], Callable]:
+    """Declares ``hopperkit::<name>`` running ``family``'s default variant (see module doc).
+
+    ``name``: the op name (default: the declaration's name without leading underscores).
+    ``attrs``: fixed attributes added to the parameters' (gelu_backward: {"backward": True}).
+    ``contiguous``: copy non-contiguous tensor inputs first (families that take strided views
+    say False and validate strides in make_problem).
+    """
+
+    def wrap(declare: Callable) -> Callable:
+        op_name = name or declare.__name__.lstrip("_")
+        sig = inspect.signature(declare)
+        schema = schema_of(declare)  # validates the annotations even without torch
+        params = list(sig.parameters.values())
+        is_tensor = [p.annotation in ("Tensor", "Tensor | None") for p in params]
+        fixed = dict(attrs or {})
+
+        def split(args: tuple) -> tuple[list, dict]:
+            bound = sig.bind(*args)
+            bound.apply_defaults()
+            values = list(bound.arguments.values())
+            tensors = [v for v, t in zip(values, is_tensor) if t and v is not None]
+            # An attribute given as None is absent: the family's make_problem default applies.
+            attr_values = {p.name: v for p, v, t in zip(params, values, is_tensor) if not t and v is not None}
+            attr_values.update(fixed)
+            return tensors, attr_values
+
+        def numpy_path(args: tuple) -> Any:
+            tensors, attr_values = split(args)
+            bad = [type(t).__name__ for t in tensors if not isinstance(t, np.ndarray)]
+            if bad:
+                raise TypeError(f"hk.{op_name}: NumPy arrays and {', '.join(bad)} mixed; pass one kind")
+            refs = _C.reference(family, [np.ascontiguousarray(t) for t in tensors], attr_values)
+            outputs = declare(*args)
+            results = [ref.astype(out.dtype) for ref, out in zip(refs, _flat(outputs))]
+            return tuple(results) if isinstance(outputs, tuple) else results[0]
+
+        overload = None
+        if torch is not None:
+
+            def kernel(*args: Any, **kwargs: Any) -> Any:
+                args = tuple(sig.bind(*args, **kwargs).args)
+                outputs = declare(*args)
+                tensors, attr_values = split(args)
+                if contiguous:
+                    tensors = [t.contiguous() for t in tensors]
+                if tensors and tensors[0].device.type == "cpu":
+                    # CPU tensors run the fp64 reference (slow, exact): the op works everywhere.
+                    refs = _C.reference(family, [t.detach() for t in tensors], attr_values)
+                    for out, ref in zip(_flat(outputs), refs):
+                        out.copy_(torch.from_numpy(ref))
+                else:
+                    launch(family, "", tensors, _flat(outputs), attr_values)
+                return outputs
+
+            custom = torch.library.custom_op(f"hopperkit::{op_name}", kernel, mutates_args=(),
+                                             schema=schema)
+            custom.register_fake(declare)
+            overload = getattr(torch.ops.hopperkit, op_name).default
+
+        def call(*args: Any) -> Any:
+            # Plain loops and isinstance on torch.Tensor first: what torch.compile traces.
+            if overload is not None:
+                for a in args:
+                    if isinstance(a, torch.Tensor):
+                        return overload(*args)
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    return numpy_path(args)
+            takes = "torch tensors or NumPy arrays" if overload is not None else "NumPy arrays (no torch)"
+            raise TypeError(f"hk.{op_name}: takes {takes}, got "
+                            + ", ".join(type(a).__name__ for a in args))
+
+        def register_autograd(backward: Callable, setup_context: Callable) -> None:
+            """torch's register_autograd for this op (nothing to do without torch)."""
+            if torch is not None:
+                custom.register_autograd(backward, setup_context=setup_context)
+
+        call.__name__ = op_name
+        call.__doc__ = f"hopperkit::{op_name}{schema} (family {family})"
+        call.schema = schema
+        call.family = family
+        call.op = overload  # torch.ops.hopperkit.<name>.default, for opcheck; None without torch
+        call.register_autograd = register_autograd
+        return call
+
+    return wrap
