@@ -13,5 +13,6 @@ int need_gpu(const char* cmd);
 void add_info_command(CLI::App& app);
 void add_list_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_microbench_command(CLI::App& app);
 
 }  // namespace hk::cli
