@@ -11,10 +11,17 @@
 
 namespace hk::mb {
 
+// Both clock reads carry a memory clobber so the compiler keeps them where they are written
+// relative to the loads and stores being timed.
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
   return t;
+}
+__device__ __forceinline__ long long clock_cycles() {
+  long long c;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+  return c;
 }
 
 __device__ __forceinline__ uint32_t sm_id() {
@@ -29,7 +36,7 @@ struct Stamp {
   long long clk;
   uint64_t ns;
 };
-__device__ __forceinline__ Stamp stamp() { return {clock64(), globaltimer_ns()}; }
+__device__ __forceinline__ Stamp stamp() { return {clock_cycles(), globaltimer_ns()}; }
 __device__ __forceinline__ void store_span(ClockSpan* out, const Stamp& a, const Stamp& b) {
   out->cycles = b.clk - a.clk;
   out->ns = static_cast<long long>(b.ns - a.ns);
