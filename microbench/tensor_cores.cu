@@ -53,17 +53,26 @@ __device__ __forceinline__ void mma_sync(float (&d)[4], const uint32_t (&a)[4], 
 
 constexpr int kMmaAcc = 8;  // independent accumulators per warp: covers the MMA pipe latency
 
+// `flip` is 0 at run time but unknown to the compiler: A changes every iteration as far as ptxas
+// can tell. NOTE: sm_90 has no native fp8 mma.sync; ptxas lowers m16n8k32 e4m3 to F2FP unpacks and
+// two f16 HMMA.16816 into zero plus FADDs into the accumulator, so it hoisted loop-invariant
+// products out of the loop and shared equal products between accumulators. Every A register
+// changes each iteration and each accumulator has its own B.
 template <int kKind>
-__global__ void mb_tc_mma_sync_kernel(int iters, float* sink, ClockSpan* span) {
-  uint32_t a[4], b[2];
+__global__ void mb_tc_mma_sync_kernel(int iters, uint32_t flip, float* sink, ClockSpan* span) {
+  uint32_t a[4], b[kMmaAcc][2];  // a B fragment per accumulator: no two MMAs share a product
 #pragma unroll
-  for (int i = 0; i < 4; ++i) a[i] = operand_bits(kKind, threadIdx.x * 8 + i);
-  b[0] = operand_bits(kKind, threadIdx.x * 8 + 4), b[1] = operand_bits(kKind, threadIdx.x * 8 + 5);
+  for (int i = 0; i < 4; ++i) a[i] = operand_bits(kKind, threadIdx.x * 32 + i);
+#pragma unroll
+  for (int k = 0; k < kMmaAcc; ++k)
+    b[k][0] = operand_bits(kKind, threadIdx.x * 32 + 4 + 2 * k), b[k][1] = operand_bits(kKind, threadIdx.x * 32 + 5 + 2 * k);
   float d[kMmaAcc][4] = {};
   Stamp s0 = stamp();
   for (int it = 0; it < iters; ++it) {
 #pragma unroll
-    for (int k = 0; k < kMmaAcc; ++k) mma_sync<kKind>(d[k], a, b);
+    for (int i = 0; i < 4; ++i) a[i] ^= flip;
+#pragma unroll
+    for (int k = 0; k < kMmaAcc; ++k) mma_sync<kKind>(d[k], a, b[k]);
   }
   float s = 0;
 #pragma unroll
@@ -174,7 +183,7 @@ TcRow mma_row(const char* dtype, int grid, float* sink, ClockSpan* span) {
   const double flop_per_mma = kKind == kE4m3 ? 2.0 * 16 * 8 * 32 : 2.0 * 16 * 8 * 16;
   return {kKind == kE4m3 ? "mma.sync m16n8k32" : "mma.sync m16n8k16", dtype, "registers",
           double(grid) * threads / 32 * iters * kMmaAcc * flop_per_mma, 0, [=](cudaStream_t s) {
-            mb_tc_mma_sync_kernel<kKind><<<grid, threads, 0, s>>>(iters, sink, span);
+            mb_tc_mma_sync_kernel<kKind><<<grid, threads, 0, s>>>(iters, 0u, sink, span);
             HK_CHECK_LAUNCH("mb_tc_mma_sync_kernel");
           }};
 }
