@@ -69,7 +69,7 @@ Result run_bank_conflicts(const Options&) {
           {"pattern", "ways (bank model)", "cycles per warp access", "spread %", "vs conflict-free", "SM MHz"});
   std::vector<BankPoint> pts;
   // Unused dynamic shared memory keeps a second block off each SM: each span is one SM's.
-  const int pad = int(hk::device_info().smem_per_block_optin) - int(kTileWords * sizeof(float));
+  const int pad = int(hk::device_info().smem_per_sm / 2 + 1024);
   HK_CHECK_CUDA(cudaFuncSetAttribute(mb_bank_read_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, pad));
   HK_CHECK_CUDA(cudaFuncSetAttribute(mb_bank_read_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, pad));
   for (auto& p : patterns) {

@@ -250,7 +250,7 @@ Result run_memory_paths(const Options& o) {
     DeviceArray<ClockSpan> spans(d.sm_count);
     const int passes = 512;
     // Unused dynamic shared memory keeps a second block off each SM: the span is one SM's.
-    const int pad = int(d.smem_per_block_optin) - 32768;
+    const int pad = int(d.smem_per_sm / 2 + 1024);
     HK_CHECK_CUDA(cudaFuncSetAttribute(mb_paths_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, pad));
     for (int rep = 0; rep < 2; ++rep) mb_paths_smem_kernel<<<d.sm_count, 1024, pad>>>(passes, sink.get(), spans.get());
     HK_CHECK_LAUNCH("mb_paths_smem_kernel");

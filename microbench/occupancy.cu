@@ -177,12 +177,12 @@ Result run_occupancy(const Options& o) {
   plan.push_back({{"registers", "120-float ballast"}, with(kernels<120>)});
   plan.push_back({{"registers", "160-float ballast"}, with(kernels<160>)});
   for (int blocks : {1, 2, 4, 8, 16}) {
-    size_t smem = std::min<size_t>(d.smem_per_block_optin, d.smem_per_sm / blocks - 1024);
+    size_t smem = std::min<size_t>(d.smem_per_block_optin - 1024, d.smem_per_sm / blocks - 1024);
     plan.push_back({{"shared memory", std::to_string(smem / 1024) + " KiB/block", 128, smem}, k0});
   }
   for (int threads : {32, 64, 128, 256, 512, 1024})
     plan.push_back({{"block size", std::to_string(threads) + " threads, 1 block/SM", threads,
-                     size_t(d.smem_per_block_optin)},
+                     size_t(d.smem_per_sm / 2 + 1024)},
                     k0});
 
   Result r;

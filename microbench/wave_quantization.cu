@@ -48,7 +48,7 @@ __global__ void mb_wave_persistent_kernel(int chunks, int iters, float* sink) {
 Result run_wave_quantization(const Options& o) {
   const hk::DeviceInfo& d = hk::device_info();
   const int sms = d.sm_count;
-  const int smem = int(d.smem_per_block_optin);  // one block per SM, like a GEMM CTA
+  const int smem = int(d.smem_per_sm / 2 + 1024);  // one block per SM, like a GEMM CTA
   HK_CHECK_CUDA(cudaFuncSetAttribute(mb_wave_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   HK_CHECK_CUDA(cudaFuncSetAttribute(mb_wave_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   DeviceArray<float> sink(1);
