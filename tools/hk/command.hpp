@@ -14,5 +14,6 @@ void add_info_command(CLI::App& app);
 void add_list_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+void add_microbench_command(CLI::App& app);
 
 }  // namespace hk::cli

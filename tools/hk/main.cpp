@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   hk::cli::add_list_command(app);
   hk::cli::add_bench_command(app);
   hk::cli::add_profile_command(app);
+  hk::cli::add_microbench_command(app);
   try {
     CLI11_PARSE(app, argc, argv);
   } catch (const hk::Error& e) {
