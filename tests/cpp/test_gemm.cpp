@@ -78,19 +78,20 @@ TEST(GemmBadInput, EmptyOutputIsANoOp) {
 
 TEST(GemmTma, MisalignedKIsNotSupportedWithTheReason) {
   hk::GemmProblem p(128, 256, 1001, 1, DType::kBF16, DType::kBF16, false, true);
-  EXPECT_EQ(hk::gemm_tma_supports(p), "gemm: K*2 bytes must be a multiple of 16 for TMA, got K=1001");
+  EXPECT_EQ(hk::gemm_tma_supports(p, true), "gemm: K*2 bytes must be a multiple of 16 for TMA, got K=1001");
   hk::GemmProblem col(100, 256, 64, 1, DType::kF16, DType::kF16, true, false);
-  EXPECT_EQ(hk::gemm_tma_supports(col), "gemm: M*2 bytes must be a multiple of 16 for TMA, got M=100");
+  EXPECT_EQ(hk::gemm_tma_supports(col, true), "gemm: M*2 bytes must be a multiple of 16 for TMA, got M=100");
   hk::GemmProblem padded(128, 256, 64, 1, DType::kBF16, DType::kF32, false, false, 3);
-  EXPECT_EQ(hk::gemm_tma_supports(padded), "gemm: lda*2 bytes must be a multiple of 16 for TMA, got lda=67");
+  EXPECT_EQ(hk::gemm_tma_supports(padded, true), "gemm: lda*2 bytes must be a multiple of 16 for TMA, got lda=67");
   hk::GemmProblem out(128, 250, 64, 1, DType::kBF16, DType::kBF16, false, true);
-  EXPECT_EQ(hk::gemm_tma_supports(out), "gemm: N*2 bytes must be a multiple of 16 for TMA, got N=250");
+  EXPECT_EQ(hk::gemm_tma_supports(out, true), "gemm: N*2 bytes must be a multiple of 16 for TMA, got N=250");
+  EXPECT_EQ(hk::gemm_tma_supports(out, false), "");  // C is stored by threads: any N
   hk::GemmProblem ok(113, 200, 808, 1, DType::kBF16, DType::kF32, true, true);
   ok.m = 120, ok.lda = 120, ok.batch_stride_a = 120 * 808;  // column-major A: M is the leading extent
-  EXPECT_EQ(hk::gemm_tma_supports(ok), "");
+  EXPECT_EQ(hk::gemm_tma_supports(ok, true), "");
   hk::GemmProblem unaligned(128, 256, 64, 1, DType::kBF16, DType::kBF16, false, true);
   unaligned.align_bytes = 8;
-  EXPECT_NE(hk::gemm_tma_supports(unaligned).find("16-byte aligned"), std::string::npos);
+  EXPECT_NE(hk::gemm_tma_supports(unaligned, true).find("16-byte aligned"), std::string::npos);
 }
 
 TEST(GemmDispatch, FallbackCoversTmaHostileShapes) {
@@ -196,4 +197,85 @@ TEST(GemmPublic, BroadcastBatchAndEmptyK) {
   hk::TensorSpec c0{"c", DType::kF32, {m, n}, {}, hk::Dist::kNormal, 1, {}};
   auto got = download(c0, d0.get());
   for (int64_t i = 0; i < m * n; ++i) ASSERT_EQ(got[i], std::max(0.0, bias.values[i % n])) << i;
+}
+
+// ---- host-side encodings of the Hopper rungs (checkable without a GPU) ----------------------
+
+#include <set>
+#include <tuple>
+
+#include "common/ptx/smem_desc.hpp"
+#include "common/sched/tile_scheduler.hpp"
+
+TEST(GemmWgmmaDescriptor, BitFields) {
+  // start 0x12400 >> 4 in bits 0-13, LBO 8192 >> 4 in 16-29, SBO 1024 >> 4 in 32-45, 128B swizzle
+  // (1) in bits 62-63, base offset 0.
+  const uint64_t d = hk::ptx::make_smem_desc_sw128(0x12400, 8192, 1024);
+  EXPECT_EQ(d & 0x3FFF, 0x1240u);
+  EXPECT_EQ((d >> 16) & 0x3FFF, 512u);
+  EXPECT_EQ((d >> 32) & 0x3FFF, 64u);
+  EXPECT_EQ((d >> 49) & 0x7, 0u);
+  EXPECT_EQ(d >> 62, 1u);
+  EXPECT_EQ(d, uint64_t(0x1240) | uint64_t(512) << 16 | uint64_t(64) << 32 | uint64_t(1) << 62);
+  // K steps: +32 bytes (K-major, inside the swizzled row) is +2 in the start field; +2048
+  // (MN-major, 16 rows of 128 bytes) is +128; neither touches the other fields.
+  EXPECT_EQ(hk::ptx::make_smem_desc_sw128(0x12400 + 32, 16, 1024) - hk::ptx::make_smem_desc_sw128(0x12400, 16, 1024), 2u);
+  EXPECT_EQ(hk::ptx::make_smem_desc_sw128(0x12400 + 2048, 8192, 1024) - d, 128u);
+  // The whole 227 KB window fits the 14-bit field (addresses are 16-byte units).
+  EXPECT_EQ(hk::ptx::make_smem_desc_sw128(232448 - 16, 0, 0) & 0x3FFF, (232448 - 16) >> 4);
+}
+
+TEST(GemmWgmmaDescriptor, Swizzle128BMatchesTheTmaPattern) {
+  // 16-byte chunk c of row r lands at chunk c ^ (r % 8); bytes inside a chunk stay put; each
+  // 1024-byte atom (8 rows) is a permutation of itself.
+  for (uint32_t atom = 0; atom < 2; ++atom) {
+    std::set<uint32_t> seen;
+    for (uint32_t r = 8 * atom; r < 8 * atom + 8; ++r)
+      for (uint32_t b = 0; b < 128; ++b) {
+        uint32_t off = hk::ptx::swizzle_128b_offset(r, b);
+        EXPECT_EQ(off / 128, r);
+        EXPECT_EQ((off % 128) / 16, (b / 16) ^ (r % 8));
+        EXPECT_EQ(off % 16, b % 16);
+        seen.insert(off);
+      }
+    EXPECT_EQ(seen.size(), 1024u);
+  }
+  // A warp's epilogue writes (lane l: row l/4, bytes 4(l%4) + 16j) hit 32 different banks.
+  for (uint32_t j = 0; j < 8; ++j) {
+    std::set<uint32_t> banks;
+    for (uint32_t l = 0; l < 32; ++l) banks.insert((hk::ptx::swizzle_128b_offset(l / 4, 4 * (l % 4) + 16 * j) / 4) % 32);
+    EXPECT_EQ(banks.size(), 32u) << "column octet " << j;
+  }
+}
+
+TEST(GemmTileScheduler, CoversEveryTileOnceInGroupedOrder) {
+  for (int cluster : {1, 2})
+    for (int64_t group : {1, 3, 8})
+      for (auto [mb, nb, batch] : {std::tuple<int64_t, int64_t, int64_t>{16, 5, 1}, {7, 3, 2}, {1, 1, 1}, {33, 11, 3}}) {
+        auto s = hk::sched::TileScheduler::make(mb, nb, batch, cluster, group);
+        std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
+        for (int64_t u = 0; u < s.units(); ++u)
+          for (int r = 0; r < cluster; ++r) {
+            auto t = s.tile(u, r);
+            ASSERT_GE(t.batch, 0);
+            ASSERT_LT(t.batch, batch);
+            ASSERT_LT(t.n_block, nb);
+            EXPECT_EQ(t.m_block % cluster, r);  // a cluster's CTAs are stacked along M
+            EXPECT_EQ(t.n_block, s.tile(u, 0).n_block);
+            if (t.m_block < mb) {
+              EXPECT_TRUE(seen.insert({t.batch, t.m_block, t.n_block}).second);
+            }
+          }
+        EXPECT_EQ(int64_t(seen.size()), mb * nb * batch) << "cluster " << cluster << " group " << group;
+      }
+  // group 1: row-major (N fastest); group 2 over 4 unit-rows and 3 columns: down 2 rows, then right.
+  auto rm = hk::sched::TileScheduler::make(4, 3, 1, 1, 1);
+  EXPECT_EQ(rm.tile(1, 0).n_block, 1);
+  EXPECT_EQ(rm.tile(3, 0).m_block, 1);
+  auto g = hk::sched::TileScheduler::make(4, 3, 1, 1, 2);
+  std::vector<std::pair<int64_t, int64_t>> order;
+  for (int64_t u = 0; u < g.units(); ++u) order.emplace_back(g.tile(u, 0).m_block, g.tile(u, 0).n_block);
+  std::vector<std::pair<int64_t, int64_t>> want = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2},
+                                                   {2, 0}, {3, 0}, {2, 1}, {3, 1}, {2, 2}, {3, 2}};
+  EXPECT_EQ(order, want);
 }

@@ -67,8 +67,9 @@ struct GemmArgs {
 };
 
 // TMA's rules for one problem (16-byte aligned bases, leading and batch strides a multiple of
-// 16 bytes, K >= 1); "" when every operand qualifies, else the first reason, e.g.
+// 16 bytes, K >= 1) for A and B, and for C too when the rung stores C with TMA; "" when every
+// operand qualifies, else the first reason, e.g.
 // "gemm: K*2 bytes must be a multiple of 16 for TMA, got K=1001".
-std::string gemm_tma_supports(const GemmProblem& p);
+std::string gemm_tma_supports(const GemmProblem& p, bool tma_store);
 
 }  // namespace hk

@@ -87,7 +87,7 @@ std::string gemm_v04_supports(const GemmProblem& p) {
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v04_register_tiling_2d",
-                    "128x128 block tiles, 8x8 outputs per thread in registers (outer products)", 70, kFlagDefault,
+                    "128x128 block tiles, 8x8 outputs per thread in registers (outer products)", 70, kFlagNone,
                     gemm_v04_supports, gemm_v04_launch);
 
 }  // namespace hk
