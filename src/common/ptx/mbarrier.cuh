@@ -33,6 +33,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// One arrival (release, CTA scope) on a barrier of this CTA.
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar);
+}
+
 // One arrival on the barrier at the same shared-memory offset in CTA `cta_rank` of this
 // cluster (the own rank included), with release semantics at cluster scope: everything this
 // thread did before (its reads of the slot) is ordered before the arrival.

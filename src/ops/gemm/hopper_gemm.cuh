@@ -234,7 +234,11 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
         ptx::wgmma_wait_group<0>();
         ptx::wgmma_fence_operands(acc);
         // This warp is done reading slot s: lane r tells CTA r's producer.
-        if (t % 32 < kC) ptx::mbar_arrive_cluster(&empty[s], t % 32);
+        if constexpr (kC == 1) {
+          if (t % 32 == 0) ptx::mbar_arrive(&empty[s]);
+        } else {
+          if (t % 32 < kC) ptx::mbar_arrive_cluster(&empty[s], t % 32);
+        }
       }
       const int64_t m_tile = tc.m_block * Cfg::kBlockM + cw * 64, n0 = tc.n_block * kBN;
       if constexpr (Cfg::kTmaStore) {

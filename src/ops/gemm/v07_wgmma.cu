@@ -3,8 +3,8 @@
 // Rung 7: Hopper tensor cores. wgmma.mma_async (m64n128k16) reads both operands straight from
 // 128-byte-swizzled shared memory that TMA fills; a 128x128 tile per CTA, two consumer
 // warpgroups of 64 rows, one shared-memory slot: each K block is loaded, then multiplied.
-// Adds over v06: the warpgroup-wide asynchronous MMA (HGMMA in SASS) with no register staging
-// of A or B and no ldmatrix; loads and MMAs do not overlap yet (one slot).
+// Adds over v04: tensor cores, through the warpgroup-wide asynchronous MMA (HGMMA in SASS),
+// with no register staging of A or B; loads and MMAs do not overlap yet (one slot).
 // Needs: sm_90a; 16-byte aligned operands; the leading dims (and batch strides) of A and B
 // a multiple of 16 bytes; K >= 1.
 // Otherwise supports() names the rule ("gemm: K*2 bytes must be a multiple of 16 for TMA,
