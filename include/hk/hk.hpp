@@ -5,6 +5,7 @@
 #include "hk/error.hpp"
 #include "hk/ops/broadcast.hpp"
 #include "hk/ops/gelu.hpp"
+#include "hk/ops/gemm.hpp"
 #include "hk/ops/rmsnorm.hpp"
 #include "hk/ops/row_sum.hpp"
 #include "hk/ops/softmax.hpp"

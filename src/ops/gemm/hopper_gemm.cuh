@@ -1,0 +1,376 @@
+// gemm/hopper_gemm.cuh — the Hopper GEMM that rungs v07..v12 instantiate, one feature per rung.
+//
+// One CTA = one producer warpgroup (a single thread issues TMA) + two consumer warpgroups, each
+// computing 64 rows of a 128 x kBlockN tile with wgmma m64nNk16 from shared memory. A ring of
+// kStages shared-memory slots, each holding a (128 x 64) A tile and a (kBlockN x 64) B tile in
+// the 128-byte-swizzled layout, is handed back and forth through two mbarriers per slot:
+//   full[s]  — 1 arrival (the producer's expect_tx) + the slot's bytes from TMA
+//   empty[s] — one arrival per consumer warp of every CTA that reads the slot
+// The features a rung switches on (HopperConfig):
+//   kStages > 1      loads of later K blocks overlap the MMAs of the current one
+//   kSetMaxNReg      producer drops to 40 registers, consumers rise to 232 (128 accumulators
+//                    per thread for kBlockN = 256 without spilling)
+//   kCluster = 2     two CTAs stacked along M share the B tile: each loads half of it and TMA
+//                    multicasts that half into both CTAs' shared memory
+//   kPersistent      one CTA (cluster) per SM loops over tiles in a grouped, L2-friendly order;
+//                    the producer fetches the next tile while the consumers run the epilogue
+//   kTmaStore        the epilogue stages 64 x 128-byte chunks of C in swizzled shared memory
+//                    and writes them with TMA stores (coalesced, asynchronous)
+// Every rung takes every layout: K-major operands are one TMA box per slot, MN-major operands
+// (column-major A, row-major B) are 64-wide boxes side by side, read by wgmma's transpose mode.
+// Tails: TMA zero-fills out-of-bounds loads and drops out-of-bounds stores; boxes that would lie
+// entirely outside are clamped to a valid coordinate (their rows/columns are never stored).
+#pragma once
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "common/launch.cuh"
+#include "common/ptx/cluster.cuh"
+#include "common/ptx/mbarrier.cuh"
+#include "common/ptx/tma.cuh"
+#include "common/ptx/wgmma.cuh"
+#include "common/sched/tile_scheduler.hpp"
+#include "gemm/epilogue.cuh"
+
+namespace hk::gemm_impl {
+
+template <int kBlockN_, int kStages_, bool kSetMaxNReg_, int kCluster_, bool kPersistent_, bool kTmaStore_>
+struct HopperConfig {
+  static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows (the wgmma M)
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kBlockK = 64;   // NOTE: 64 x 2 bytes = 128 bytes, one row of the 128B swizzle
+  static constexpr int kStages = kStages_;
+  static constexpr bool kSetMaxNReg = kSetMaxNReg_;
+  static constexpr int kCluster = kCluster_;
+  static constexpr bool kPersistent = kPersistent_;
+  static constexpr bool kTmaStore = kTmaStore_;
+  static constexpr int kConsumers = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kGroup = kPersistent ? 8 : 1;  // unit-rows per L2 group (tile_scheduler.hpp)
+  static constexpr int kABytes = kBlockM * kBlockK * 2;  // (128, 64) 16-bit
+  static constexpr int kBBytes = kBlockN * kBlockK * 2;  // (kBlockN, 64) 16-bit
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kCChunkBytes = 64 * 128;          // (64 rows, 128 bytes): one TMA store box
+  static constexpr int kCBytes = kTmaStore ? kConsumers * 2 * kCChunkBytes : 0;  // double-buffered
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kCBytes + kBarrierBytes;  // +1024: alignment
+  static_assert(kBlockN == 128 || kBlockN == 256, "wgmma m64n128k16 or m64n256k16");
+  static_assert(kBlockN % (64 * kCluster) == 0, "each CTA multicasts whole 64-wide boxes of B");
+  static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block on sm_90");
+  static_assert(!kSetMaxNReg || 128 * 40 + kConsumers * 128 * 232 <= 65536, "register file: 40 + 2 x 232 per lane");
+};
+
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" : : "r"(id), "r"(threads) : "memory");
+}
+
+template <int kN, class T, bool kTransA, bool kTransB>
+__device__ __forceinline__ void wgmma_tile(float (&d)[kN / 2], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (kN == 256) ptx::wgmma_m64n256k16<T, kTransA, kTransB>(d, da, db, scale_d);
+  else ptx::wgmma_m64n128k16<T, kTransA, kTransB>(d, da, db, scale_d);
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi, DType dt) {
+  if (dt == DType::kF16) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// Epilogue through shared memory and TMA stores, kE bytes per output element. The warpgroup's
+// 64 x kBlockN accumulators leave in chunks of 64 rows x 128 bytes, alternating between two
+// buffers so the TMA store of one chunk overlaps the writes of the next.
+template <int kE, class Cfg>
+__device__ __forceinline__ void epilogue_tma_store(const GemmArgs& g, float (&acc)[Cfg::kBlockN / 2], uint8_t* cbuf,
+                                                   const CUtensorMap* tma_c, int64_t bz, int64_t m_tile, int64_t n0,
+                                                   int cw, int t) {
+  constexpr int kCols = 128 / kE;       // columns per chunk: 64 (16-bit) or 32 (f32)
+  constexpr int kJPer = kCols / 8;      // accumulator column-octets per chunk
+  const int w = t / 32, l = t % 32;
+#pragma unroll
+  for (int c = 0; c < Cfg::kBlockN / kCols; ++c) {
+    uint8_t* buf = cbuf + (c & 1) * Cfg::kCChunkBytes;
+    if (t == 0) ptx::bulk_wait_group_read<1>();  // this buffer's previous store has read it
+    named_barrier_sync(1 + cw, 128);
+#pragma unroll
+    for (int jl = 0; jl < kJPer; ++jl) {
+      const int j = c * kJPer + jl;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = w * 16 + l / 4 + 8 * h, colc = jl * 8 + (l % 4) * 2;
+        const int64_t grow = m_tile + r, gcol = n0 + c * kCols + colc;
+        float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        if (grow < g.m) {  // outside: finite filler, dropped by the store's bounds
+          v0 = gcol < g.n ? epilogue_value(g, v0, bz, grow, gcol) : 0.0f;
+          v1 = gcol + 1 < g.n ? epilogue_value(g, v1, bz, grow, gcol + 1) : 0.0f;
+        }
+        const uint32_t off = ptx::swizzle_128b_offset(r, colc * kE);
+        if constexpr (kE == 4) *reinterpret_cast<float2*>(buf + off) = make_float2(v0, v1);
+        else *reinterpret_cast<uint32_t*>(buf + off) = pack_half2(v0, v1, g.out_dtype);
+      }
+    }
+    ptx::fence_proxy_async_smem();  // generic-proxy writes -> visible to the TMA engine
+    named_barrier_sync(1 + cw, 128);
+    if (t == 0 && m_tile < g.m && n0 + c * kCols < g.n) {
+      ptx::tma_store_3d(tma_c, buf, static_cast<int32_t>(n0 + c * kCols), static_cast<int32_t>(m_tile),
+                        static_cast<int32_t>(bz));
+      ptx::bulk_commit_group();
+    }
+  }
+}
+
+template <class T, bool kAMn, bool kBMn, class Cfg>
+__device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
+                                                 const CUtensorMap* tma_c, const GemmArgs& g) {
+  constexpr int kBN = Cfg::kBlockN, kS = Cfg::kStages, kC = Cfg::kCluster;
+  extern __shared__ uint8_t hk_gemm_smem[];
+  // NOTE: 128B-swizzled atoms must start 1024-byte aligned (descriptor base offset 0, and the
+  // swizzle phase TMA and wgmma agree on is taken from address bits 7-9).
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(hk_gemm_smem));
+  uint8_t* smem = hk_gemm_smem + ((1024 - (raw & 1023)) & 1023);
+  uint8_t* sa = smem;                                 // (kS, 128 x 64) A slots
+  uint8_t* sb = sa + kS * Cfg::kABytes;               // (kS, kBN x 64) B slots
+  uint8_t* sc = sb + kS * Cfg::kBBytes;               // (2 consumers, 2 buffers) C chunks
+  uint64_t* full = reinterpret_cast<uint64_t*>(sc + Cfg::kCBytes);
+  uint64_t* empty = full + kS;
+
+  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  const uint32_t rank = kC > 1 ? ptx::cluster_ctarank() : 0;
+  const int64_t m_blocks = (g.m + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const auto sched = sched::TileScheduler::make(m_blocks, (g.n + kBN - 1) / kBN, g.batch, kC, Cfg::kGroup);
+  const int64_t units = sched.units();
+  const int64_t unit_step = Cfg::kPersistent ? gridDim.x / kC : units;  // non-persistent: one unit
+  const int k_blocks = static_cast<int>((g.k + Cfg::kBlockK - 1) / Cfg::kBlockK);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kS; ++s) {
+      ptx::mbar_init(&full[s], 1);
+      ptx::mbar_init(&empty[s], Cfg::kConsumers * 4 * kC);  // every consumer warp of every CTA
+    }
+    ptx::mbar_fence_init();
+    ptx::prefetch_tensor_map(tma_a);
+    ptx::prefetch_tensor_map(tma_b);
+    if constexpr (Cfg::kTmaStore) ptx::prefetch_tensor_map(tma_c);
+  }
+  if constexpr (kC > 1) ptx::cluster_sync();  // peers may arrive on our barriers from now on
+  else __syncthreads();
+
+  if (wg == 0) {
+    // ---- producer: one thread issues every TMA load ----
+    if constexpr (Cfg::kSetMaxNReg) ptx::setmaxnreg_dec<40>();
+    if (t == 0) {
+      int it = 0;
+      for (int64_t u = blockIdx.x / kC; u < units; u += unit_step) {
+        const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
+        // A cluster partner past the last M block loads the last real block instead.
+        const int32_t m0 = static_cast<int32_t>(std::min<int64_t>(tc.m_block, m_blocks - 1) * Cfg::kBlockM);
+        const int32_t n0 = static_cast<int32_t>(tc.n_block * kBN), bz = static_cast<int32_t>(tc.batch);
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          const int s = it % kS;
+          ptx::mbar_wait(&empty[s], ((it / kS) & 1) ^ 1);
+          ptx::mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);  // both halves of B included
+          const int32_t k0 = kb * Cfg::kBlockK;
+          uint8_t* a_dst = sa + s * Cfg::kABytes;
+          if constexpr (!kAMn) {
+            ptx::tma_load_3d(a_dst, tma_a, k0, m0, bz, &full[s]);  // box (64 K, 128 M)
+          } else {
+#pragma unroll
+            for (int j = 0; j < Cfg::kBlockM / 64; ++j) {  // boxes (64 M, 64 K), 8 KB apart
+              const int32_t mj = m0 + 64 * j < g.m ? m0 + 64 * j : m0;
+              ptx::tma_load_3d(a_dst + j * 8192, tma_a, mj, k0, bz, &full[s]);
+            }
+          }
+          // This CTA's share of B: kBN / kC rows of N, multicast to every CTA of the cluster.
+          constexpr int kBRows = kBN / kC;
+          uint8_t* b_dst = sb + s * Cfg::kBBytes;
+          auto load_b = [&](void* dst, int32_t c0, int32_t c1) {
+            if constexpr (kC > 1) ptx::tma_load_3d_multicast(dst, tma_b, c0, c1, bz, &full[s], (1u << kC) - 1);
+            else ptx::tma_load_3d(dst, tma_b, c0, c1, bz, &full[s]);
+          };
+          if constexpr (!kBMn) {
+            const int32_t nr = n0 + int32_t(rank) * kBRows < g.n ? n0 + int32_t(rank) * kBRows : n0;
+            load_b(b_dst + rank * kBRows * 128, k0, nr);  // box (64 K, kBRows N)
+          } else {
+#pragma unroll
+            for (int j = 0; j < kBRows / 64; ++j) {  // boxes (64 N, 64 K), 8 KB apart
+              const int jj = int(rank) * (kBRows / 64) + j;
+              const int32_t nj = n0 + 64 * jj < g.n ? n0 + 64 * jj : n0;
+              load_b(b_dst + jj * 8192, nj, k0);
+            }
+          }
+        }
+      }
+    }
+  } else {
+    // ---- consumers: wgmma over the ring, then the fused epilogue ----
+    if constexpr (Cfg::kSetMaxNReg) ptx::setmaxnreg_inc<232>();
+    const int cw = wg - 1;  // 64-row half of the tile
+    float acc[kBN / 2];     // (64, kBN) f32 accumulators, fragment layout in wgmma.cuh
+    int it = 0;
+    for (int64_t u = blockIdx.x / kC; u < units; u += unit_step) {
+      const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const int s = it % kS;
+        ptx::mbar_wait(&full[s], (it / kS) & 1);
+        const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa + s * Cfg::kABytes)) + cw * 8192;
+        const uint32_t b_base = static_cast<uint32_t>(__cvta_generic_to_shared(sb + s * Cfg::kBBytes));
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < Cfg::kBlockK / 16; ++kk) {
+          // K-major: +32 bytes per 16 K inside the swizzled row; MN-major: +16 rows of 128 bytes.
+          const uint64_t da = kAMn ? ptx::make_smem_desc_sw128(a_base + kk * 2048, 8192, 1024)
+                                   : ptx::make_smem_desc_sw128(a_base + kk * 32, 16, 1024);
+          const uint64_t db = kBMn ? ptx::make_smem_desc_sw128(b_base + kk * 2048, 8192, 1024)
+                                   : ptx::make_smem_desc_sw128(b_base + kk * 32, 16, 1024);
+          wgmma_tile<kBN, T, kAMn, kBMn>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
+        }
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        ptx::wgmma_fence_operands(acc);
+        // This warp is done reading slot s: lane r tells CTA r's producer.
+        if constexpr (kC == 1) {
+          if (t % 32 == 0) ptx::mbar_arrive(&empty[s]);
+        } else {
+          if (t % 32 < kC) ptx::mbar_arrive_cluster(&empty[s], t % 32);
+        }
+      }
+      const int64_t m_tile = tc.m_block * Cfg::kBlockM + cw * 64, n0 = tc.n_block * kBN;
+      if constexpr (Cfg::kTmaStore) {
+        uint8_t* cbuf = sc + cw * 2 * Cfg::kCChunkBytes;
+        if (g.out_dtype == DType::kF32) epilogue_tma_store<4, Cfg>(g, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw, t);
+        else epilogue_tma_store<2, Cfg>(g, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw, t);
+      } else {
+        const int w = t / 32, l = t % 32;
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+              epilogue_store(g, acc[4 * j + 2 * h + c], tc.batch, m_tile + w * 16 + l / 4 + 8 * h,
+                             n0 + 8 * j + (l % 4) * 2 + c);
+      }
+    }
+    if constexpr (Cfg::kTmaStore)
+      if (t == 0) ptx::bulk_wait_group_all();  // shared memory must outlive the stores
+  }
+  if constexpr (kC > 1) {
+    __syncwarp();
+    ptx::cluster_sync();  // no CTA leaves while a peer may still multicast into it or arrive on it
+  }
+}
+
+// ---- host side ----
+
+struct HopperMaps {
+  CUtensorMap a, b, c;
+};
+
+inline CUtensorMapDataType tma_type(DType dt) {
+  switch (dt) {
+    case DType::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case DType::kF16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    default: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  }
+}
+
+// A rank-3 map (inner, outer, batch) of a matrix whose `outer` lines are `ld` elements apart.
+inline CUtensorMap matrix_map(const void* base, DType dt, int64_t inner, int64_t outer, int64_t ld, int64_t batch,
+                              int64_t batch_stride, uint32_t box_inner, uint32_t box_outer) {
+  const int64_t e = dtype_bits(dt) / 8;
+  const uint64_t dims[3] = {uint64_t(inner), uint64_t(outer), uint64_t(batch)};
+  // With one matrix the batch stride is never used; any legal value (the matrix span) will do.
+  const uint64_t strides[2] = {uint64_t(ld * e), uint64_t((batch > 1 ? batch_stride : ld * outer) * e)};
+  const uint32_t box[3] = {box_inner, box_outer, 1};
+  return ptx::make_tensor_map_3d(base, tma_type(dt), dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+template <class Cfg>
+HopperMaps make_hopper_maps(const GemmArgs& g) {
+  HopperMaps m{};
+  // A: K-major (row-major A) is one (64 K, 128 M) box; MN-major is (64 M, 64 K) boxes.
+  m.a = g.a_col ? matrix_map(g.a, g.in_dtype, g.m, g.k, g.lda, g.batch, g.batch_stride_a, 64, 64)
+                : matrix_map(g.a, g.in_dtype, g.k, g.m, g.lda, g.batch, g.batch_stride_a, 64, Cfg::kBlockM);
+  // B: K-major (column-major B) is one (64 K, kBlockN / kCluster N) box per CTA; MN-major boxes
+  // are (64 N, 64 K).
+  m.b = g.b_col ? matrix_map(g.b, g.in_dtype, g.k, g.n, g.ldb, g.batch, g.batch_stride_b, 64,
+                             Cfg::kBlockN / Cfg::kCluster)
+                : matrix_map(g.b, g.in_dtype, g.n, g.k, g.ldb, g.batch, g.batch_stride_b, 64, 64);
+  if constexpr (Cfg::kTmaStore) {
+    const uint32_t e = dtype_bits(g.out_dtype) / 8;
+    m.c = matrix_map(g.c, g.out_dtype, g.n, g.m, g.ldc, g.batch, g.batch_stride_c, 128 / e, 64);
+  }
+  return m;
+}
+
+using HopperKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, GemmArgs);
+
+// Per-kernel facts computed once: the shared-memory opt-in and, for persistent grids, how many
+// clusters fit on the device at once.
+template <class Cfg>
+int hopper_max_units(HopperKernel kernel) {
+  static std::mutex mu;
+  static std::map<const void*, int> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(reinterpret_cast<const void*>(kernel));
+  if (it != known.end()) return it->second;
+  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+  int units = device_info().sm_count / Cfg::kCluster;
+  if constexpr (Cfg::kCluster > 1) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(Cfg::kCluster * units);
+    cfg.blockDim = dim3(Cfg::kThreads);
+    cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = Cfg::kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    int clusters = 0;
+    HK_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    if (clusters > 0) units = clusters;  // GPCs with an odd SM count leave SMs unpaired
+  }
+  known.emplace(reinterpret_cast<const void*>(kernel), units);
+  return units;
+}
+
+template <class Cfg>
+void launch_hopper(HopperKernel kernel, const GemmArgs& g, const char* name, cudaStream_t stream) {
+  const HopperMaps maps = make_hopper_maps<Cfg>(g);
+  const int max_units = hopper_max_units<Cfg>(kernel);
+  const auto sched = sched::TileScheduler::make(ceil_div(g.m, Cfg::kBlockM), ceil_div(g.n, Cfg::kBlockN), g.batch,
+                                                Cfg::kCluster, Cfg::kGroup);
+  const int64_t units = Cfg::kPersistent ? std::min<int64_t>(sched.units(), max_units) : sched.units();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid_dim(units * Cfg::kCluster, "tile"));
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  if constexpr (Cfg::kCluster > 1) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = Cfg::kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+  }
+  HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g));
+  HK_CHECK_LAUNCH(name);
+}
+
+// Launches kernel_for(T{}, bool_constant<a_col>, bool_constant<b_col>) — the rung's kernel
+// instantiated for the problem's input dtype and layout.
+template <class Cfg, class KernelFor>
+void launch_hopper_dispatch(const GemmArgs& g, const char* rung, const char* name, cudaStream_t stream,
+                            KernelFor&& kernel_for) {
+  dispatch_input(g.in_dtype, rung, [&](auto t) {
+    dispatch_layout(g.a_col, g.b_col, [&](auto ac, auto bc) {
+      launch_hopper<Cfg>(kernel_for(t, ac, bc), g, name, stream);
+    });
+  });
+}
+
+}  // namespace hk::gemm_impl

@@ -1,0 +1,396 @@
+// gemm/reference.cpp — the fp64 oracle, the op contract's numbers, TMA's rules, the family (test
+// and bench shapes) and the public entry point hk::gemm.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+
+#include "core/host.hpp"
+#include "gemm/gemm_op.hpp"
+
+namespace hk {
+
+namespace {
+
+const char* act_name(GemmActivation a) {
+  switch (a) {
+    case GemmActivation::kRelu: return "relu";
+    case GemmActivation::kGelu: return "gelu";
+    default: return "none";
+  }
+}
+
+// "0.5" -> "0p5", "-1.5" -> "m1p5": keys are test names, which must not hold '.' or '-'.
+std::string number_tag(double v) {
+  std::string s = fmt::format("{:g}", v);
+  for (char& ch : s) ch = ch == '.' ? 'p' : ch == '-' ? 'm' : ch;
+  return s;
+}
+
+double gelu_tanh_ref(double x) {
+  const double u = std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+
+int dtype_bytes(DType dt) { return dtype_bits(dt) / 8; }
+
+}  // namespace
+
+GemmProblem::GemmProblem(int64_t m_, int64_t n_, int64_t k_, int64_t batch_, DType in, DType out,
+                         bool a_col_, bool b_col_, int64_t pad)
+    : m(m_), n(n_), k(k_), batch(batch_), in_dtype(in), out_dtype(out), a_col(a_col_), b_col(b_col_) {
+  lda = (a_col ? m : k) + pad;
+  ldb = (b_col ? k : n) + pad;
+  ldc = ldc_in = n + pad;
+  batch_stride_a = lda * (a_col ? k : m);
+  batch_stride_b = ldb * (b_col ? n : k);
+  batch_stride_c = batch_stride_c_in = ldc * m;
+}
+
+std::string GemmProblem::layout() const { return std::string(a_col ? "t" : "n") + (b_col ? "t" : "n"); }
+
+std::string GemmProblem::key() const {
+  std::string s = fmt::format("m{}_n{}_k{}", m, n, k);
+  if (batch > 1) s += fmt::format("_b{}", batch);
+  s += fmt::format("_{}_{}_{}", layout(), to_string(in_dtype), to_string(out_dtype));
+  if (has_bias) s += "_bias";
+  if (act != GemmActivation::kNone) s += fmt::format("_{}", act_name(act));
+  if (alpha != 1.0f) s += "_alpha" + number_tag(alpha);
+  if (beta != 0.0f) s += "_beta" + number_tag(beta);
+  if (lda != (a_col ? m : k) || ldc != n) s += "_strided";
+  if (small_int) s += "_int";
+  return s;
+}
+
+double GemmProblem::flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+
+double GemmProblem::bytes() const {
+  double in = double(batch) * (double(m) * k + double(k) * n) * dtype_bytes(in_dtype);
+  double out = double(batch) * double(m) * n * dtype_bytes(out_dtype) * (beta != 0.0f ? 2.0 : 1.0);
+  return in + out + (has_bias ? double(n) * dtype_bytes(out_dtype) : 0.0);
+}
+
+std::vector<TensorSpec> GemmProblem::inputs() const {
+  // Small integers in [-3, 3]: every product and every partial sum (|sum| <= 9K < 2^24 for
+  // K < 1.8M) is exact in f32, so any summation order gives the fp64 result exactly.
+  const Dist dist = small_int ? Dist::kSmallInt : Dist::kNormal;
+  const double scale = small_int ? 3.0 : 1.0;
+  auto spec = [&](const char* name, DType dt, int64_t rows, int64_t cols, bool col, int64_t ld,
+                  int64_t bstride) {
+    std::vector<int64_t> inner = col ? std::vector<int64_t>{1, ld} : std::vector<int64_t>{ld, 1};
+    TensorSpec t{name, dt, {rows, cols}, inner, dist, scale, {}};
+    if (batch > 1) {
+      t.shape.insert(t.shape.begin(), batch);
+      t.strides.insert(t.strides.begin(), bstride);
+    }
+    return t;
+  };
+  std::vector<TensorSpec> in = {spec("a", in_dtype, m, k, a_col, lda, batch_stride_a),
+                                spec("b", in_dtype, k, n, b_col, ldb, batch_stride_b)};
+  if (beta != 0.0f) in.push_back(spec("c_in", out_dtype, m, n, false, ldc_in, batch_stride_c_in));
+  if (has_bias) in.push_back(TensorSpec{"bias", out_dtype, {n}, {}, dist, scale, {}});
+  return in;
+}
+
+std::vector<TensorSpec> GemmProblem::outputs() const {
+  TensorSpec c{"c", out_dtype, {m, n}, {ldc, 1}, Dist::kNormal, 1.0, {}};
+  if (batch > 1) {
+    c.shape.insert(c.shape.begin(), batch);
+    c.strides.insert(c.strides.begin(), batch_stride_c);
+  }
+  return {c};
+}
+
+void GemmProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
+  const auto& a = in[0].values;  // logical [batch, m, k]
+  const auto& b = in[1].values;  // logical [batch, k, n]
+  const std::vector<double>* c_in = beta != 0.0f ? &in[2].values : nullptr;
+  const std::vector<double>* bias = has_bias ? &in[beta != 0.0f ? 3 : 2].values : nullptr;
+  auto& c = out[0].values;
+  // B transposed to [batch, n, k] so the inner loop walks both operands contiguously.
+  std::vector<double> bt(b.size());
+  host::parallel_for(batch * n, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t bi = r / n, j = r % n;
+      for (int64_t kk = 0; kk < k; ++kk) bt[r * k + kk] = b[(bi * k + kk) * n + j];
+    }
+  });
+  host::parallel_for(batch * m, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t bi = r / m;
+      const double* arow = a.data() + r * k;
+      for (int64_t j = 0; j < n; ++j) {
+        const double* bcol = bt.data() + (bi * n + j) * k;
+        double acc = 0;
+        for (int64_t kk = 0; kk < k; ++kk) acc += arow[kk] * bcol[kk];
+        double v = double(alpha) * acc;
+        if (c_in) v += double(beta) * (*c_in)[r * n + j];
+        if (bias) v += (*bias)[j];
+        if (act == GemmActivation::kRelu) v = std::max(v, 0.0);
+        if (act == GemmActivation::kGelu) v = gelu_tanh_ref(v);
+        c[r * n + j] = host::round_to(out_dtype, v);  // the kernel rounds once, from f32
+      }
+    }
+  });
+}
+
+bool GemmProblem::reference_at(const std::vector<HostTensor>& in, int, const std::vector<int64_t>& flat,
+                               std::vector<double>& values) const {
+  const auto& a = in[0].values;  // logical [batch, m, k]
+  const auto& b = in[1].values;  // logical [batch, k, n]
+  const std::vector<double>* c_in = beta != 0.0f ? &in[2].values : nullptr;
+  const std::vector<double>* bias = has_bias ? &in[beta != 0.0f ? 3 : 2].values : nullptr;
+  values.assign(flat.size(), 0.0);
+  host::parallel_for(static_cast<int64_t>(flat.size()), [&](int64_t lo, int64_t hi) {
+    for (int64_t s = lo; s < hi; ++s) {
+      int64_t f = flat[s], bi = f / (m * n), i = (f / n) % m, j = f % n;
+      const double* arow = a.data() + (bi * m + i) * k;
+      const double* bcol = b.data() + bi * k * n + j;
+      double acc = 0;
+      for (int64_t kk = 0; kk < k; ++kk) acc += arow[kk] * bcol[kk * n];
+      double v = double(alpha) * acc;
+      if (c_in) v += double(beta) * (*c_in)[f];
+      if (bias) v += (*bias)[j];
+      if (act == GemmActivation::kRelu) v = std::max(v, 0.0);
+      if (act == GemmActivation::kGelu) v = gelu_tanh_ref(v);
+      values[s] = host::round_to(out_dtype, v);
+    }
+  });
+  return true;
+}
+
+Tolerance GemmProblem::tolerance(int) const {
+  if (small_int && act != GemmActivation::kGelu) return {0.0, 0.0};  // exact: see inputs()
+  // Random N(0,1) inputs: the f32 sum of K products differs from fp64 by a few f32 ulps of the
+  // running sum (|sum| ~ sqrt(K)); 2^-20 K bounds that with room for the tensor cores'
+  // summation order. The result is rounded once to the output dtype, so reference and kernel
+  // may land on neighbouring values: one ulp, 2^-7 (bf16) or 2^-10 (f16) relative.
+  double atol = std::ldexp(1.0, -20) * double(std::max<int64_t>(k, 1)) * std::max(1.0, std::fabs(double(alpha)));
+  switch (out_dtype) {
+    case DType::kBF16: return {atol, std::ldexp(1.0, -7)};
+    case DType::kF16: return {atol, std::ldexp(1.0, -10)};
+    default: return {atol, 1e-5};
+  }
+}
+
+GemmArgs GemmArgs::bind(const GemmProblem& p, const Operands& ops) {
+  GemmArgs g;
+  g.a = ops.in.at(0).data;
+  g.b = ops.in.at(1).data;
+  size_t next = 2;
+  if (p.beta != 0.0f) g.c_in = ops.in.at(next++).data;
+  if (p.has_bias) g.bias = ops.in.at(next++).data;
+  g.c = ops.out.at(0).data;
+  g.m = p.m, g.n = p.n, g.k = p.k, g.batch = p.batch;
+  g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.ldc_in = p.ldc_in;
+  g.batch_stride_a = p.batch_stride_a, g.batch_stride_b = p.batch_stride_b;
+  g.batch_stride_c = p.batch_stride_c, g.batch_stride_c_in = p.batch_stride_c_in;
+  g.a_col = p.a_col, g.b_col = p.b_col;
+  g.in_dtype = p.in_dtype, g.out_dtype = p.out_dtype;
+  g.alpha = p.alpha, g.beta = p.beta, g.act = p.act;
+  return g;
+}
+
+std::string gemm_tma_supports(const GemmProblem& p, bool tma_store) {
+  if (p.k < 1) return "gemm: TMA rungs need K >= 1, got K=0";
+  if (p.align_bytes < 16)
+    return fmt::format("gemm: TMA needs 16-byte aligned operands, got {}-byte alignment", p.align_bytes);
+  // Name the extent whose stride is the leading dimension as the user would (K for a tight
+  // row-major A), so the message points at the shape rather than at a stride.
+  auto check_ld = [&](const char* what, int64_t ld, int64_t tight, const char* dim, int esize) -> std::string {
+    if ((ld * esize) % 16 == 0) return "";
+    if (ld == tight) return fmt::format("gemm: {}*{} bytes must be a multiple of 16 for TMA, got {}={}", dim, esize, dim, ld);
+    return fmt::format("gemm: {}*{} bytes must be a multiple of 16 for TMA, got {}={}", what, esize, what, ld);
+  };
+  const int ein = dtype_bytes(p.in_dtype), eout = dtype_bytes(p.out_dtype);
+  std::vector<std::string> reasons = {check_ld("lda", p.lda, p.a_col ? p.m : p.k, p.a_col ? "M" : "K", ein),
+                                      check_ld("ldb", p.ldb, p.b_col ? p.k : p.n, p.b_col ? "K" : "N", ein)};
+  if (tma_store) reasons.push_back(check_ld("ldc", p.ldc, p.n, "N", eout));
+  for (auto& why : reasons)
+    if (!why.empty()) return why;
+  if (p.batch > 1) {
+    std::vector<std::tuple<const char*, int64_t, int>> strides = {{"a", p.batch_stride_a, ein}, {"b", p.batch_stride_b, ein}};
+    if (tma_store) strides.emplace_back("c", p.batch_stride_c, eout);
+    for (auto [name, s, e] : strides)
+      if (s <= 0 || (s * e) % 16 != 0)
+        return fmt::format("gemm: {}'s batch stride must be a positive multiple of 16 bytes for TMA, got {} elements",
+                           name, s);
+  }
+  if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX || p.batch > INT32_MAX)
+    return "gemm: TMA coordinates are 32-bit, got a dimension of 2^31 or more";
+  return "";
+}
+
+namespace {
+
+class GemmFamily final : public Family {
+ public:
+  std::string name() const override { return "gemm"; }
+  std::string summary() const override {
+    return "C = act(alpha A B + beta C_in + bias): bf16/f16 in, f32 accumulate, bf16/f16/f32 out, "
+           "four layouts, strided batched";
+  }
+
+  std::vector<ProblemPtr> test_problems() const override {
+    std::vector<ProblemPtr> out;
+    using A = GemmActivation;
+    const DType bf = DType::kBF16, f16 = DType::kF16, f32 = DType::kF32;
+    auto add = [&](int64_t m, int64_t n, int64_t k, int64_t batch, DType in, DType o, bool a_col, bool b_col,
+                   bool small, A act = A::kNone, bool bias = false, float alpha = 1, float beta = 0,
+                   int64_t pad = 0) {
+      auto p = std::make_shared<GemmProblem>(m, n, k, batch, in, o, a_col, b_col, pad);
+      p->small_int = small, p->act = act, p->has_bias = bias, p->alpha = alpha, p->beta = beta;
+      out.push_back(p);
+    };
+    // Exact (small integers, zero tolerance).
+    add(1, 1, 1, 1, bf, bf, false, true, true);
+    for (bool ac : {false, true})
+      for (bool bc : {false, true}) {
+        add(113, 203, 799, 1, bf, f32, ac, bc, true);                  // odd tails, TMA-hostile K
+        add(113, 200, 808, 1, bf, bf, ac, bc, true, A::kNone, true);   // odd M, TMA-friendly strides
+        add(256, 512, 192, 1, f16, f16, ac, bc, true, A::kRelu);       // whole tiles
+      }
+    add(113, 200, 808, 1, f16, f32, true, false, true, A::kRelu, true, 2.0f, 1.0f);
+    add(64, 72, 136, 3, bf, bf, false, true, true, A::kNone, false, 1.0f, -1.0f, 8);  // batched, padded
+    add(200, 96, 264, 2, f16, f16, true, false, true, A::kRelu, true, 1.0f, 0.0f, 8);
+    // SM waves of the default 128x256 tile on 132 SMs: 0.5, 1.25 and 2.5 waves.
+    add(128 * 11, 256 * 6, 256, 1, bf, bf, false, true, true);  // 66 tiles
+    add(128 * 15, 256 * 11, 128, 1, bf, bf, false, false, true);  // 165 tiles
+    add(128 * 15, 256 * 22, 64, 1, bf, bf, true, true, true);     // 330 tiles
+    // Random inputs, K-aware tolerance: GeLU and fractional alpha/beta.
+    add(113, 200, 808, 1, bf, bf, false, true, false, A::kGelu, true);
+    add(256, 256, 1024, 1, f16, f16, false, false, false, A::kGelu);
+    add(136, 264, 512, 2, bf, f32, true, true, false, A::kGelu, true, 0.5f, -1.5f);
+    add(97, 136, 64, 1, f16, f16, false, false, false, A::kRelu, false, 1.0f, 0.25f);
+    add(333, 520, 4000, 1, bf, bf, false, true, false);
+    return out;
+  }
+
+  std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
+    // "MxNxK" or "MxNxKxBATCH"; the layout is "nt" (A row-major, B column-major: x W^T with a
+    // [N, K] weight, the Linear-layer layout).
+    std::vector<std::vector<int64_t>> shapes;
+    for (auto& s : sel.shapes) {
+      auto v = parse_shape(s);
+      if (v.size() != 3 && v.size() != 4)
+        HK_THROW(kValue, "gemm bench: shape must be MxNxK or MxNxKxBATCH, got ", s);
+      shapes.push_back(v);
+    }
+    if (shapes.empty()) {
+      if (sel.quick) shapes = {{4096, 4096, 4096}};
+      else
+        shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {16384, 16384, 16384}, {4096, 14336, 4096},
+                  {8192, 8192, 1024},  {2048, 2048, 2048}, {16, 8192, 8192}};
+    }
+    std::vector<DType> dtypes = sel.dtypes;
+    if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF16};
+    std::vector<ProblemPtr> out;
+    for (auto& s : shapes)
+      for (DType dt : dtypes) {
+        if (dt != DType::kBF16 && dt != DType::kF16)
+          HK_THROW(kType, "gemm bench: dtype ", to_string(dt), " is not bf16 or f16");
+        out.push_back(std::make_shared<GemmProblem>(s[0], s[1], s[2], s.size() == 4 ? s[3] : 1, dt, dt, false, true));
+        if (sel.quick || s[0] != 4096 || s[1] != 4096 || s[2] != 4096) continue;
+        // The fused-epilogue cost at 4096^3: bias + GeLU and ReLU against the plain row above.
+        auto gelu = std::make_shared<GemmProblem>(4096, 4096, 4096, 1, dt, dt, false, true);
+        gelu->has_bias = true, gelu->act = GemmActivation::kGelu;
+        out.push_back(gelu);
+        auto relu = std::make_shared<GemmProblem>(4096, 4096, 4096, 1, dt, dt, false, true);
+        relu->act = GemmActivation::kRelu;
+        out.push_back(relu);
+      }
+    return out;
+  }
+};
+
+HK_REGISTER_FAMILY(GemmFamily);
+
+// --- the public op: validation with typed errors, then dispatch -----------------------------
+
+struct MatrixView {
+  int64_t rows = 0, cols = 0, batch = 1, ld = 0, batch_stride = 0;
+  bool col = false;
+};
+
+MatrixView check_matrix(const char* name, const TensorView& t, bool allow_col) {
+  if (t.rank() != 2 && t.rank() != 3)
+    HK_THROW(kValue, "gemm: ", name, " must be [rows, cols] or [batch, rows, cols], got rank ", t.rank(), " (",
+             t.describe(), ")");
+  MatrixView v;
+  v.rows = t.size(-2), v.cols = t.size(-1);
+  v.batch = t.rank() == 3 ? t.size(0) : 1;
+  v.batch_stride = t.rank() == 3 ? t.stride(0) : 0;
+  if (t.stride(-1) == 1 || v.cols == 1) {
+    v.ld = v.rows == 1 ? std::max<int64_t>(v.cols, t.stride(-2)) : t.stride(-2);
+  } else if (allow_col && (t.stride(-2) == 1 || v.rows == 1)) {
+    v.col = true;
+    v.ld = v.cols == 1 ? std::max<int64_t>(v.rows, t.stride(-1)) : t.stride(-1);
+  } else {
+    HK_THROW(kNotSupported, "gemm: ", name, " needs a unit stride along one of its last two dims",
+             allow_col ? "" : " (the last: row-major)", ", got ", t.describe());
+  }
+  // Overlapping rows would make the write of C racy and the read of A/B ambiguous.
+  if (v.ld < (v.col ? v.rows : v.cols))
+    HK_THROW(kValue, "gemm: ", name, "'s leading stride ", v.ld, " is smaller than its ", v.col ? "rows " : "cols ",
+             v.col ? v.rows : v.cols, " (", t.describe(), ")");
+  if (v.batch_stride < 0) HK_THROW(kValue, "gemm: ", name, " has a negative batch stride (", t.describe(), ")");
+  if (t.numel() > 0 && t.data == nullptr)
+    HK_THROW(kValue, "gemm: ", name, " is a null pointer with ", t.numel(), " elements");
+  return v;
+}
+
+}  // namespace
+
+void gemm(const TensorView& a, const TensorView& b, const TensorView& c, const GemmOptions& opt,
+          cudaStream_t stream) {
+  if (a.dtype != DType::kBF16 && a.dtype != DType::kF16)
+    HK_THROW(kType, "gemm: a is ", to_string(a.dtype), ", expected bf16 or f16");
+  if (b.dtype != a.dtype) HK_THROW(kType, "gemm: b is ", to_string(b.dtype), " but a is ", to_string(a.dtype));
+  if (c.dtype != DType::kBF16 && c.dtype != DType::kF16 && c.dtype != DType::kF32)
+    HK_THROW(kType, "gemm: c is ", to_string(c.dtype), ", expected bf16, f16 or f32");
+  MatrixView va = check_matrix("a", a, true), vb = check_matrix("b", b, true), vc = check_matrix("c", c, false);
+  if (va.cols != vb.rows)
+    HK_THROW(kValue, "gemm: a is [", va.rows, ", ", va.cols, "] and b is [", vb.rows, ", ", vb.cols,
+             "]: K must match, got ", va.cols, " and ", vb.rows);
+  if (vc.rows != va.rows || vc.cols != vb.cols)
+    HK_THROW(kValue, "gemm: c is [", vc.rows, ", ", vc.cols, "], expected [", va.rows, ", ", vb.cols, "]");
+  const int64_t batch = vc.batch;
+  if ((a.rank() == 3 && va.batch != batch) || (b.rank() == 3 && vb.batch != batch) || (c.rank() == 2 && batch != 1))
+    HK_THROW(kValue, "gemm: batch sizes differ: a ", va.batch, ", b ", vb.batch, ", c ", vc.batch);
+
+  GemmProblem p(va.rows, vb.cols, va.cols, batch, a.dtype, c.dtype, va.col, vb.col);
+  p.lda = va.ld, p.ldb = vb.ld, p.ldc = vc.ld;
+  p.batch_stride_a = va.batch_stride, p.batch_stride_b = vb.batch_stride, p.batch_stride_c = vc.batch_stride;
+  p.alpha = opt.alpha, p.beta = opt.beta, p.act = opt.act;
+  int align = std::min({a.alignment(), b.alignment(), c.alignment()});
+  Operands ops{{a, b}, {c}};
+  if (opt.beta != 0.0f) {
+    if (!opt.c_in) HK_THROW(kValue, "gemm: beta is ", opt.beta, " but no c_in was given");
+    const TensorView& ci = *opt.c_in;
+    if (ci.dtype != c.dtype) HK_THROW(kType, "gemm: c_in is ", to_string(ci.dtype), " but c is ", to_string(c.dtype));
+    MatrixView vi = check_matrix("c_in", ci, false);
+    if (vi.rows != vc.rows || vi.cols != vc.cols || vi.batch != vc.batch || ci.rank() != c.rank())
+      HK_THROW(kValue, "gemm: c_in has shape [", shape_to_string(ci.shape), "] but c has [", shape_to_string(c.shape), "]");
+    p.ldc_in = vi.ld, p.batch_stride_c_in = vi.batch_stride;
+    align = std::min(align, ci.alignment());
+    ops.in.push_back(ci);
+  }
+  if (opt.bias) {
+    const TensorView& bias = *opt.bias;
+    if (bias.dtype != c.dtype) HK_THROW(kType, "gemm: bias is ", to_string(bias.dtype), " but c is ", to_string(c.dtype));
+    if (bias.rank() != 1 || bias.size(0) != vc.cols)
+      HK_THROW(kValue, "gemm: bias must be [", vc.cols, "], got [", shape_to_string(bias.shape), "]");
+    if (!bias.is_contiguous()) HK_THROW(kNotSupported, "gemm: bias must be contiguous, got ", bias.describe());
+    if (bias.numel() > 0 && bias.data == nullptr) HK_THROW(kValue, "gemm: bias is a null pointer with ", bias.numel(), " elements");
+    p.has_bias = true;
+    align = std::min(align, bias.alignment());
+    ops.in.push_back(bias);
+  }
+  p.align_bytes = align;
+  if (p.m == 0 || p.n == 0 || batch == 0) return;  // empty output: a no-op
+  Registry::get().pick(p).run(p, ops, stream);
+}
+
+}  // namespace hk

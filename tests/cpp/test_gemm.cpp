@@ -1,0 +1,281 @@
+// GEMM beyond the registry sweep: bad input (CPU, fake pointers), TMA's rules and the public
+// op's fallback, and the public op on the GPU with views the harness does not make (aliased
+// C_in, broadcast batch, K = 0).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include "bench/case.hpp"
+#include "core/host.hpp"
+#include "gemm/gemm_op.hpp"
+#include "hk/hk.hpp"
+
+using hk::DType;
+using hk::ErrorKind;
+using hk::TensorView;
+
+namespace {
+
+void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t(1) << 40 | offset); }
+
+template <class F>
+void expect_error(ErrorKind kind, const std::string& fragment, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no hk::Error thrown (expected " << hk::to_string(kind) << ")";
+  } catch (const hk::Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(GemmBadInput, WrongDtype) {
+  TensorView a(fake_ptr(), DType::kF32, {8, 16}), b(fake_ptr(), DType::kF32, {16, 8}), c(fake_ptr(), DType::kF32, {8, 8});
+  expect_error(ErrorKind::kType, "a is f32, expected bf16 or f16", [&] { hk::gemm(a, b, c); });
+  TensorView ab(fake_ptr(), DType::kBF16, {8, 16}), bh(fake_ptr(), DType::kF16, {16, 8});
+  expect_error(ErrorKind::kType, "b is f16 but a is bf16", [&] { hk::gemm(ab, bh, c); });
+  TensorView bb(fake_ptr(), DType::kBF16, {16, 8}), ci(fake_ptr(), DType::kI32, {8, 8});
+  expect_error(ErrorKind::kType, "c is i32", [&] { hk::gemm(ab, bb, ci); });
+  TensorView bias(fake_ptr(), DType::kBF16, {8});
+  hk::GemmOptions opt;
+  opt.bias = &bias;
+  expect_error(ErrorKind::kType, "bias is bf16 but c is f32", [&] { hk::gemm(ab, bb, c, opt); });
+}
+
+TEST(GemmBadInput, MismatchedShapes) {
+  TensorView a(fake_ptr(), DType::kBF16, {8, 16}), b(fake_ptr(), DType::kBF16, {15, 8}), c(fake_ptr(), DType::kBF16, {8, 8});
+  expect_error(ErrorKind::kValue, "K must match, got 16 and 15", [&] { hk::gemm(a, b, c); });
+  TensorView b2(fake_ptr(), DType::kBF16, {16, 8}), c2(fake_ptr(), DType::kBF16, {8, 9});
+  expect_error(ErrorKind::kValue, "c is [8, 9], expected [8, 8]", [&] { hk::gemm(a, b2, c2); });
+  TensorView a3(fake_ptr(), DType::kBF16, {2, 8, 16}), c3(fake_ptr(), DType::kBF16, {3, 8, 8});
+  expect_error(ErrorKind::kValue, "batch sizes differ", [&] { hk::gemm(a3, b2, c3); });
+  TensorView bias(fake_ptr(), DType::kBF16, {9});
+  hk::GemmOptions opt;
+  opt.bias = &bias;
+  expect_error(ErrorKind::kValue, "bias must be [8]", [&] { hk::gemm(a, b2, c, opt); });
+  hk::GemmOptions beta;
+  beta.beta = 1.0f;
+  expect_error(ErrorKind::kValue, "no c_in", [&] { hk::gemm(a, b2, c, beta); });
+}
+
+TEST(GemmBadInput, NullPointerAndLayouts) {
+  TensorView a(nullptr, DType::kBF16, {8, 16}), b(fake_ptr(), DType::kBF16, {16, 8}), c(fake_ptr(), DType::kBF16, {8, 8});
+  expect_error(ErrorKind::kValue, "a is a null pointer with 128 elements", [&] { hk::gemm(a, b, c); });
+  TensorView a2(fake_ptr(), DType::kBF16, {8, 16}, {32, 2});  // no unit stride
+  expect_error(ErrorKind::kNotSupported, "unit stride", [&] { hk::gemm(a2, b, c); });
+  TensorView ccol(fake_ptr(), DType::kBF16, {8, 8}, {1, 8});  // C must be row-major
+  TensorView a3(fake_ptr(), DType::kBF16, {8, 16});
+  expect_error(ErrorKind::kNotSupported, "row-major", [&] { hk::gemm(a3, b, ccol); });
+  TensorView coverlap(fake_ptr(), DType::kBF16, {8, 8}, {4, 1});
+  expect_error(ErrorKind::kValue, "leading stride 4 is smaller", [&] { hk::gemm(a3, b, coverlap); });
+}
+
+TEST(GemmBadInput, EmptyOutputIsANoOp) {
+  TensorView a(nullptr, DType::kBF16, {0, 16}), b(fake_ptr(), DType::kBF16, {16, 8}), c(nullptr, DType::kBF16, {0, 8});
+  EXPECT_NO_THROW(hk::gemm(a, b, c));
+}
+
+TEST(GemmTma, MisalignedKIsNotSupportedWithTheReason) {
+  hk::GemmProblem p(128, 256, 1001, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(hk::gemm_tma_supports(p, true), "gemm: K*2 bytes must be a multiple of 16 for TMA, got K=1001");
+  hk::GemmProblem col(100, 256, 64, 1, DType::kF16, DType::kF16, true, false);
+  EXPECT_EQ(hk::gemm_tma_supports(col, true), "gemm: M*2 bytes must be a multiple of 16 for TMA, got M=100");
+  hk::GemmProblem padded(128, 256, 64, 1, DType::kBF16, DType::kF32, false, false, 3);
+  EXPECT_EQ(hk::gemm_tma_supports(padded, true), "gemm: lda*2 bytes must be a multiple of 16 for TMA, got lda=67");
+  hk::GemmProblem out(128, 250, 64, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(hk::gemm_tma_supports(out, true), "gemm: N*2 bytes must be a multiple of 16 for TMA, got N=250");
+  EXPECT_EQ(hk::gemm_tma_supports(out, false), "");  // C is stored by threads: any N
+  hk::GemmProblem ok(113, 200, 808, 1, DType::kBF16, DType::kF32, true, true);
+  ok.m = 120, ok.lda = 120, ok.batch_stride_a = 120 * 808;  // column-major A: M is the leading extent
+  EXPECT_EQ(hk::gemm_tma_supports(ok, true), "");
+  hk::GemmProblem unaligned(128, 256, 64, 1, DType::kBF16, DType::kBF16, false, true);
+  unaligned.align_bytes = 8;
+  EXPECT_NE(hk::gemm_tma_supports(unaligned, true).find("16-byte aligned"), std::string::npos);
+}
+
+TEST(GemmDispatch, FallbackCoversTmaHostileShapes) {
+  auto& reg = hk::Registry::get();
+  hk::GemmProblem p(128, 256, 1001, 1, DType::kBF16, DType::kBF16, false, true);
+  const hk::Variant& v = reg.pick(p);
+  EXPECT_EQ(v.supports(p), "") << v.name();
+  for (const hk::Variant* r : reg.variants("gemm")) {
+    // Every rung either runs the problem or says why; a TMA rung's reason is TMA's rule.
+    std::string why = r->supports(p);
+    if (!why.empty()) {
+      EXPECT_NE(why.find("1001"), std::string::npos) << r->name() << ": " << why;
+    }
+  }
+  hk::GemmProblem k0(8, 8, 0, 1, DType::kBF16, DType::kBF16, false, false);
+  EXPECT_EQ(reg.pick(k0).supports(k0), "");
+}
+
+namespace {
+
+// Uploads `spec`'s values (logical order) into fresh device storage laid out with its strides.
+hk::bench::DeviceBuffer upload(const hk::TensorSpec& spec, const std::vector<double>& values) {
+  std::vector<uint8_t> storage;
+  hk::host::encode(spec, values, storage);
+  hk::bench::DeviceBuffer buf(std::max<int64_t>(int64_t(storage.size()), 16));
+  if (!storage.empty()) {
+    EXPECT_EQ(cudaMemcpy(buf.get(), storage.data(), storage.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  return buf;
+}
+
+std::vector<double> download(const hk::TensorSpec& spec, const void* p) {
+  std::vector<uint8_t> storage(hk::host::storage_bytes(spec));
+  EXPECT_EQ(cudaMemcpy(storage.data(), p, storage.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<double> got;
+  hk::host::decode(spec, storage, got);
+  return got;
+}
+
+}  // namespace
+
+// C_in aliasing C (in-place C = A B + C) through the public op, default rung and fallback.
+TEST(GemmPublic, InPlaceAccumulateIntoC) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  for (int64_t k : {512, 799}) {  // 799: not TMA-able, exercises the fallback
+    hk::GemmProblem p(136, 264, k, 1, DType::kBF16, DType::kF32, false, true);
+    p.beta = 1.0f, p.small_int = true;
+    auto specs = p.inputs();
+    std::vector<hk::HostTensor> in;
+    for (size_t i = 0; i < specs.size(); ++i) in.push_back(hk::host::random_tensor(specs[i], 7 + i));
+    auto da = upload(specs[0], in[0].values), db = upload(specs[1], in[1].values), dc = upload(specs[2], in[2].values);
+    TensorView a(da.get(), DType::kBF16, specs[0].shape, specs[0].strides);
+    TensorView b(db.get(), DType::kBF16, specs[1].shape, specs[1].strides);
+    TensorView c(dc.get(), DType::kF32, specs[2].shape, specs[2].strides);
+    hk::GemmOptions opt;
+    opt.beta = 1.0f, opt.c_in = &c;
+    hk::gemm(a, b, c, opt);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<hk::HostTensor> out = {{p.outputs()[0], std::vector<double>(p.m * p.n)}};
+    p.reference(in, out);
+    auto r = hk::bench::compare(p.outputs()[0], download(p.outputs()[0], dc.get()), out[0].values, p.tolerance(0));
+    EXPECT_TRUE(r.ok) << "K=" << k << ": " << r.message;
+  }
+}
+
+// A batch stride of 0 broadcasts one B (a weight) over the batch; K = 0 gives act(bias).
+TEST(GemmPublic, BroadcastBatchAndEmptyK) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const int64_t batch = 3, m = 64, n = 128, k = 256;
+  hk::GemmProblem p(m, n, k, batch, DType::kF16, DType::kF16, false, true);
+  p.small_int = true;
+  auto specs = p.inputs();
+  hk::HostTensor a = hk::host::random_tensor(specs[0], 11);
+  hk::TensorSpec b1{"b", DType::kF16, {k, n}, {1, k}, hk::Dist::kSmallInt, 3.0, {}};
+  hk::HostTensor b = hk::host::random_tensor(b1, 12);
+  auto da = upload(specs[0], a.values), db = upload(b1, b.values);
+  hk::bench::DeviceBuffer dc(batch * m * n * 2);
+  hk::gemm(TensorView(da.get(), DType::kF16, specs[0].shape, specs[0].strides),
+           TensorView(db.get(), DType::kF16, {batch, k, n}, {0, 1, k}),
+           TensorView(dc.get(), DType::kF16, {batch, m, n}));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  hk::HostTensor bb{specs[1], {}};
+  for (int64_t i = 0; i < batch; ++i) bb.values.insert(bb.values.end(), b.values.begin(), b.values.end());
+  std::vector<hk::HostTensor> in = {a, bb}, out = {{p.outputs()[0], std::vector<double>(batch * m * n)}};
+  p.reference(in, out);
+  hk::TensorSpec cspec{"c", DType::kF16, {batch, m, n}, {}, hk::Dist::kNormal, 1, {}};
+  auto r = hk::bench::compare(cspec, download(cspec, dc.get()), out[0].values, p.tolerance(0));
+  EXPECT_TRUE(r.ok) << r.message;
+
+  // K = 0: C = relu(bias).
+  hk::TensorSpec bias_spec{"bias", DType::kF32, {n}, {}, hk::Dist::kSmallInt, 3.0, {}};
+  hk::HostTensor bias = hk::host::random_tensor(bias_spec, 13);
+  auto dbias = upload(bias_spec, bias.values);
+  hk::bench::DeviceBuffer d0(m * n * 4);
+  hk::GemmOptions opt;
+  TensorView bias_view(dbias.get(), DType::kF32, {n});
+  opt.bias = &bias_view, opt.act = hk::GemmActivation::kRelu;
+  hk::gemm(TensorView(da.get(), DType::kF16, {m, 0}), TensorView(db.get(), DType::kF16, {0, n}),
+           TensorView(d0.get(), DType::kF32, {m, n}), opt);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  hk::TensorSpec c0{"c", DType::kF32, {m, n}, {}, hk::Dist::kNormal, 1, {}};
+  auto got = download(c0, d0.get());
+  for (int64_t i = 0; i < m * n; ++i) ASSERT_EQ(got[i], std::max(0.0, bias.values[i % n])) << i;
+}
+
+// ---- host-side encodings of the Hopper rungs (checkable without a GPU) ----------------------
+
+#include <set>
+#include <tuple>
+
+#include "common/ptx/smem_desc.hpp"
+#include "common/sched/tile_scheduler.hpp"
+
+TEST(GemmWgmmaDescriptor, BitFields) {
+  // start 0x12400 >> 4 in bits 0-13, LBO 8192 >> 4 in 16-29, SBO 1024 >> 4 in 32-45, 128B swizzle
+  // (1) in bits 62-63, base offset 0.
+  const uint64_t d = hk::ptx::make_smem_desc_sw128(0x12400, 8192, 1024);
+  EXPECT_EQ(d & 0x3FFF, 0x1240u);
+  EXPECT_EQ((d >> 16) & 0x3FFF, 512u);
+  EXPECT_EQ((d >> 32) & 0x3FFF, 64u);
+  EXPECT_EQ((d >> 49) & 0x7, 0u);
+  EXPECT_EQ(d >> 62, 1u);
+  EXPECT_EQ(d, uint64_t(0x1240) | uint64_t(512) << 16 | uint64_t(64) << 32 | uint64_t(1) << 62);
+  // K steps: +32 bytes (K-major, inside the swizzled row) is +2 in the start field; +2048
+  // (MN-major, 16 rows of 128 bytes) is +128; neither touches the other fields.
+  EXPECT_EQ(hk::ptx::make_smem_desc_sw128(0x12400 + 32, 16, 1024) - hk::ptx::make_smem_desc_sw128(0x12400, 16, 1024), 2u);
+  EXPECT_EQ(hk::ptx::make_smem_desc_sw128(0x12400 + 2048, 8192, 1024) - d, 128u);
+  // The whole 227 KB window fits the 14-bit field (addresses are 16-byte units).
+  EXPECT_EQ(hk::ptx::make_smem_desc_sw128(232448 - 16, 0, 0) & 0x3FFF, (232448 - 16) >> 4);
+}
+
+TEST(GemmWgmmaDescriptor, Swizzle128BMatchesTheTmaPattern) {
+  // 16-byte chunk c of row r lands at chunk c ^ (r % 8); bytes inside a chunk stay put; each
+  // 1024-byte atom (8 rows) is a permutation of itself.
+  for (uint32_t atom = 0; atom < 2; ++atom) {
+    std::set<uint32_t> seen;
+    for (uint32_t r = 8 * atom; r < 8 * atom + 8; ++r)
+      for (uint32_t b = 0; b < 128; ++b) {
+        uint32_t off = hk::ptx::swizzle_128b_offset(r, b);
+        EXPECT_EQ(off / 128, r);
+        EXPECT_EQ((off % 128) / 16, (b / 16) ^ (r % 8));
+        EXPECT_EQ(off % 16, b % 16);
+        seen.insert(off);
+      }
+    EXPECT_EQ(seen.size(), 1024u);
+  }
+  // A warp's epilogue writes (lane l: row l/4, bytes 4(l%4) + 16j) hit 32 different banks.
+  for (uint32_t j = 0; j < 8; ++j) {
+    std::set<uint32_t> banks;
+    for (uint32_t l = 0; l < 32; ++l) banks.insert((hk::ptx::swizzle_128b_offset(l / 4, 4 * (l % 4) + 16 * j) / 4) % 32);
+    EXPECT_EQ(banks.size(), 32u) << "column octet " << j;
+  }
+}
+
+TEST(GemmTileScheduler, CoversEveryTileOnceInGroupedOrder) {
+  for (int cluster : {1, 2})
+    for (int64_t group : {1, 3, 8})
+      for (auto [mb, nb, batch] : {std::tuple<int64_t, int64_t, int64_t>{16, 5, 1}, {7, 3, 2}, {1, 1, 1}, {33, 11, 3}}) {
+        auto s = hk::sched::TileScheduler::make(mb, nb, batch, cluster, group);
+        std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
+        for (int64_t u = 0; u < s.units(); ++u)
+          for (int r = 0; r < cluster; ++r) {
+            auto t = s.tile(u, r);
+            ASSERT_GE(t.batch, 0);
+            ASSERT_LT(t.batch, batch);
+            ASSERT_LT(t.n_block, nb);
+            EXPECT_EQ(t.m_block % cluster, r);  // a cluster's CTAs are stacked along M
+            EXPECT_EQ(t.n_block, s.tile(u, 0).n_block);
+            if (t.m_block < mb) {
+              EXPECT_TRUE(seen.insert({t.batch, t.m_block, t.n_block}).second);
+            }
+          }
+        EXPECT_EQ(int64_t(seen.size()), mb * nb * batch) << "cluster " << cluster << " group " << group;
+      }
+  // group 1: row-major (N fastest); group 2 over 4 unit-rows and 3 columns: down 2 rows, then right.
+  auto rm = hk::sched::TileScheduler::make(4, 3, 1, 1, 1);
+  EXPECT_EQ(rm.tile(1, 0).n_block, 1);
+  EXPECT_EQ(rm.tile(3, 0).m_block, 1);
+  auto g = hk::sched::TileScheduler::make(4, 3, 1, 1, 2);
+  std::vector<std::pair<int64_t, int64_t>> order;
+  for (int64_t u = 0; u < g.units(); ++u) order.emplace_back(g.tile(u, 0).m_block, g.tile(u, 0).n_block);
+  std::vector<std::pair<int64_t, int64_t>> want = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2},
+                                                   {2, 0}, {3, 0}, {2, 1}, {3, 1}, {2, 2}, {3, 2}};
+  EXPECT_EQ(order, want);
+}
