@@ -3,21 +3,27 @@
 # sweep, the Python tests (when the package exists) and `hk bench`, then print a short summary.
 # Logs go to build/gpu-check/; at the end $OUT (when set, as on the device tool) receives
 # summary.txt, the bench JSON files and logs.tgz (everything) — the tool returns at most 8 files.
-# Usage: scripts/gpu-check.sh [--quick] [--no-sanitize]
+# Usage: scripts/gpu-check.sh [--quick] [--no-sanitize] [--only STAGES]
 #   --quick         tests + the main job only (no sanitizer, ladders, profile, microbench)
 #   --no-sanitize   everything but the sanitizer sweep
+#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,profile,microbench
+#                   (the build always runs; it is incremental). The device tool allows 10 minutes
+#                   per command: split a full check into two calls with --only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
 rm -rf "$LOGS"; mkdir -p "$LOGS"
-quick=0; sanitize=1
-for arg in "$@"; do
-  case $arg in
-    --quick) quick=1; sanitize=0 ;;
-    --no-sanitize) sanitize=0 ;;
-    *) echo "gpu-check: unknown argument $arg" >&2; exit 2 ;;
+stages=tests,sanitize,python,bench,ladders,profile,microbench
+while (($#)); do
+  case $1 in
+    --quick) stages=tests,python,bench ;;
+    --no-sanitize) stages=${stages/sanitize,/} ;;
+    --only) stages=$2; shift ;;
+    *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
+  shift
 done
+want() { [[ ,$stages, == *,$1,* ]]; }
 export HK_CACHE_DIR="$LOGS/cache"
 finish() {
   if [[ -n ${OUT:-} ]]; then
@@ -44,20 +50,22 @@ say "build: rc=$rc ($(( $(date +%s) - t0 ))s), warnings: $(grep -c -i 'warning' 
 grep -E "spill|stack frame|lmem" "$LOGS/build.log" | sort -u >"$LOGS/ptxas-notes.txt"
 
 # 2. every GPU test, one process (the ctest entries are the same cases, one process each)
+if want tests; then
 "$build/tests/cpp/hk_tests" --gtest_output="json:$LOGS/tests.json" >"$LOGS/tests.log" 2>&1
 rc=$?
 say "tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]+' "$LOGS/tests.log" | tr '\n' ' ')"
 grep -E "^\[  FAILED  \]" "$LOGS/tests.log" | head -20 | tee -a "$summary"
 grep -B1 -A3 "Failure" "$LOGS/tests.log" | head -60 >"$LOGS/failures.txt"
+fi
 
 # 3. sanitizer sweep
-if [[ $sanitize -eq 1 ]]; then
+if want sanitize; then
   scripts/sanitize.sh "$build" "$LOGS/sanitize" >/dev/null 2>&1
   say "sanitize: rc=$?"; sed 's/^/  /' "$LOGS/sanitize/summary.txt" | tee -a "$summary"
 fi
 
 # 4. Python tests against torch (when the package is built)
-if [[ -f tests/python/conftest.py ]]; then
+if want python && [[ -f tests/python/conftest.py ]]; then
   scripts/python-check.sh "$LOGS" >"$LOGS/python.log" 2>&1
   say "python: rc=$? $(tail -1 "$LOGS/python.log")"
 fi
@@ -65,16 +73,26 @@ fi
 # 5. the main job, then the family ladders
 "$build/hk" info >"$LOGS/info.txt" 2>&1
 sed -n '/measured ceilings/,$p' "$LOGS/info.txt" | tee -a "$summary"
-"$build/hk" bench --json "$LOGS/bench-quick.json" >"$LOGS/bench-quick.md" 2>"$LOGS/bench-quick.err"
-say "hk bench (quick suite): rc=$?"
-if [[ $quick -eq 0 ]]; then
+if want bench; then
+  "$build/hk" bench --json "$LOGS/bench-quick.json" >"$LOGS/bench-quick.md" 2>"$LOGS/bench-quick.err"
+  say "hk bench (quick suite): rc=$?"
+fi
+if want ladders; then
   # every family's whole ladder, one JSON (the tool returns at most 8 files)
-  "$build/hk" bench $("$build/hk" list --names) --budget-ms "${HK_BUDGET_MS:-400}" \
+  "$build/hk" bench $("$build/hk" list --names | grep -v '^gemm$') --budget-ms "${HK_BUDGET_MS:-400}" \
     --json "$LOGS/bench-all.json" >"$LOGS/bench-all.md" 2>"$LOGS/bench-all.err"
-  say "hk bench (all families): rc=$?"
+  say "hk bench (all families but gemm): rc=$?"
+  # gemm: the tensor-core rungs on every bench shape; the CUDA-core rungs (seconds per run at
+  # 16384^3) at 2048^3 only
+  "$build/hk" bench gemm --variant 'v0[789]*,v1*' --dtype "${HK_GEMM_DTYPES:-bf16,f16}" --budget-ms "${HK_BUDGET_MS:-400}" \
+    --json "$LOGS/bench-gemm.json" >"$LOGS/bench-gemm.md" 2>"$LOGS/bench-gemm.err"
+  say "hk bench gemm (tensor-core rungs): rc=$?"
+  "$build/hk" bench gemm --variant 'v0[1-4]*' --shape 2048x2048x2048 --dtype bf16 --budget-ms 300 \
+    --json "$LOGS/bench-gemm-cudacore.json" >"$LOGS/bench-gemm-cudacore.md" 2>"$LOGS/bench-gemm-cudacore.err"
+  say "hk bench gemm (CUDA-core rungs, 2048^3): rc=$?"
 fi
 # 6. profiling: the CUPTI table, the unfused-vs-fused comparison, one ncu run
-if [[ $quick -eq 0 ]]; then
+if want profile; then
   { "$build/hk" profile gelu && "$build/hk" profile compare gelu; } >"$LOGS/profile.txt" 2>&1
   say "hk profile gelu + compare: rc=$?"
   grep -A12 -E "^hk profile compare|kernels/op" "$LOGS/profile.txt" | head -14 | tee -a "$summary"
@@ -83,7 +101,7 @@ if [[ $quick -eq 0 ]]; then
   grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|^  [a-z_]+.*kernel" "$LOGS/ncu.txt" | head -12 | tee -a "$summary"
 fi
 # 7. hardware experiments (when built)
-if "$build/hk" microbench --list >/dev/null 2>&1; then
+if want microbench && "$build/hk" microbench --list >/dev/null 2>&1; then
   timeout 300 "$build/hk" microbench --json "$LOGS/bench-microbench.json" >"$LOGS/microbench.md" 2>&1
   say "hk microbench: rc=$?"
 fi

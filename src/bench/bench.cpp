@@ -27,11 +27,22 @@ bool glob_match(std::string_view pat, std::string_view s) {
   return p == pat.size();
 }
 
+static bool any_glob(const std::string& globs, std::string_view name) {
+  size_t pos = 0;
+  while (pos <= globs.size()) {
+    size_t end = globs.find(',', pos);
+    if (end == std::string::npos) end = globs.size();
+    if (glob_match(std::string_view(globs).substr(pos, end - pos), name)) return true;
+    pos = end + 1;
+  }
+  return false;
+}
+
 static std::vector<const Variant*> selected(const Family& f, const BenchRequest& req) {
   std::vector<const Variant*> out;
   for (const Variant* v : Registry::get().variants(f.name())) {
     bool take;
-    if (!req.variant_glob.empty()) take = glob_match(req.variant_glob, v->name());
+    if (!req.variant_glob.empty()) take = any_glob(req.variant_glob, v->name());
     else if (req.select.quick) take = v->is(kFlagDefault) || v->is(kFlagBaseline);
     else take = true;
     if (take || v->is(kFlagBaseline)) out.push_back(v);  // the baseline always runs: speedup column

@@ -49,11 +49,16 @@ Timing time_launches(const std::function<void(cudaStream_t)>& launch, const Time
   cudaStream_t s = nullptr;
   // Warm-up: module load, allocator pools, clocks up. At least 3 runs or 20 ms.
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 3 || std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20); ++i) {
+  int warm = 0;
+  for (; warm < 3 || std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20); ++warm) {
     launch(s);
     HK_CHECK_CUDA(cudaStreamSynchronize(s));
-    if (i > 1000) break;
+    if (warm > 1000) break;
   }
+  // A slow variant (a naive GEMM at 16384^3 takes seconds) gets fewer samples, never fewer than 3.
+  double per_launch_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / warm;
+  int min_samples = std::max(3, std::min(opt.min_samples, int(opt.budget_ms / std::max(per_launch_ms, 1e-3))));
   std::vector<cudaEvent_t> ev(2 * opt.max_samples);
   for (auto& e : ev) HK_CHECK_CUDA(cudaEventCreate(&e));
   std::vector<float> ms;
@@ -68,7 +73,7 @@ Timing time_launches(const std::function<void(cudaStream_t)>& launch, const Time
     if (taken % 8 == 0 || taken == opt.max_samples) {
       HK_CHECK_CUDA(cudaStreamSynchronize(s));
       double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (taken >= opt.min_samples && elapsed > opt.budget_ms) break;
+      if (taken >= min_samples && elapsed > opt.budget_ms) break;
     }
   }
   HK_CHECK_CUDA(cudaStreamSynchronize(s));

@@ -47,7 +47,7 @@ void add_bench_command(CLI::App& app) {
   static std::vector<std::string> shapes;
   auto* cmd = app.add_subcommand("bench", "verify then time variants; no family = quick suite of every family");
   cmd->add_option("families", families, "families to benchmark (all variants); none = the quick suite");
-  cmd->add_option("--variant", req.variant_glob, "only variants matching this glob (e.g. 'v0[23]*')");
+  cmd->add_option("--variant", req.variant_glob, "only variants matching these globs, comma-separated (e.g. 'v0[23]*,v1*'); the baseline always runs");
   cmd->add_option("--shape", shapes, "problem shape(s), e.g. 16384x8192 (repeatable)");
   cmd->add_option("--dtype", dtype_list, "dtype(s), comma-separated: f32,f16,bf16");
   cmd->add_option("--json", json_path, "write the rows and the environment as JSON here");
