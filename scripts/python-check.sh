@@ -27,7 +27,11 @@ cmake --preset "$preset" -DHK_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v 
 cmake --build --preset "$preset" --target hk_python -j "${HK_JOBS:-$(nproc)}" \
   >"$out/python-build.log" 2>&1 || { tail -50 "$out/python-build.log"; exit 1; }
 
+# With pytest-xdist (on the GPU box) each test runs in a worker process: a crash in native code
+# fails that test, names it, and the rest still run.
+workers=()
+"$py" -c "import xdist" 2>/dev/null && workers=(-n "${HK_PYTEST_WORKERS:-4}")
 PYTHONPATH="$PWD/build/$preset/python${PYTHONPATH:+:$PYTHONPATH}" \
-  "$py" -m pytest tests/python -ra -p no:cacheprovider --junitxml="$out/python-junit.xml" 2>&1 |
+  "$py" -m pytest tests/python -ra -p no:cacheprovider "${workers[@]}" --junitxml="$out/python-junit.xml" 2>&1 |
   tee "$out/python-tests.log"
 exit "${PIPESTATUS[0]}"

@@ -88,12 +88,23 @@ std::vector<Row> run(const BenchRequest& req) {
         if (r.is_baseline && r.status == "ok") base_us = r.t.median_us;
         rows.push_back(r);
       }
-      for (size_t i = first_row; i < rows.size(); ++i)
+      for (size_t i = first_row; i < rows.size(); ++i) {
         if (base_us > 0 && rows[i].status == "ok") rows[i].speedup = base_us / rows[i].t.median_us;
+        if (req.on_row) req.on_row(rows[i]);
+      }
     }
   }
   if (req.progress) std::fprintf(stderr, "\r\033[K");
   return rows;
+}
+
+std::string markdown_row(const Row& r, double copy_bw, double bf16_peak) {
+  if (r.status != "ok") return fmt::format("| {} | {} | {} | {} | | | | | | |\n", r.family, r.variant, r.key, r.status);
+  return fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.3f} | {:.1f} | {:.2f} | {} |\n", r.family,
+                     r.variant, r.key, r.t.median_us, r.t.spread_pct(), r.tflops(), r.tbps(),
+                     copy_bw > 0 ? 100.0 * r.bytes / (r.t.median_us * 1e-6) / copy_bw : 0.0,
+                     bf16_peak > 0 ? 100.0 * r.flops / (r.t.median_us * 1e-6) / bf16_peak : 0.0,
+                     r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : std::string("n/a"));
 }
 
 std::string markdown(const std::vector<Row>& rows, double copy_bw, double bf16_peak) {
@@ -103,16 +114,8 @@ std::string markdown(const std::vector<Row>& rows, double copy_bw, double bf16_p
   std::map<std::string, std::pair<double, int>> geo;  // family/variant -> (sum log speedup, n)
   std::vector<std::string> order;
   for (auto& r : rows) {
-    if (r.status != "ok") {
-      out += fmt::format("| {} | {} | {} | {} | | | | | | |\n", r.family, r.variant, r.key, r.status);
-      continue;
-    }
-    out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.3f} | {:.1f} | {:.2f} | {} |\n",
-                       r.family, r.variant, r.key, r.t.median_us, r.t.spread_pct(), r.tflops(), r.tbps(),
-                       copy_bw > 0 ? 100.0 * r.bytes / (r.t.median_us * 1e-6) / copy_bw : 0.0,
-                       bf16_peak > 0 ? 100.0 * r.flops / (r.t.median_us * 1e-6) / bf16_peak : 0.0,
-                       r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : std::string("n/a"));
-    if (r.speedup > 0) {
+    out += markdown_row(r, copy_bw, bf16_peak);
+    if (r.status == "ok" && r.speedup > 0) {
       std::string k = r.family + "/" + r.variant;
       if (!geo.count(k)) order.push_back(k);
       geo[k].first += std::log(r.speedup);

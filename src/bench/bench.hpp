@@ -52,10 +52,13 @@ struct BenchRequest {
   BenchSelect select;
   TimeOptions time;
   bool progress = true;  // a progress line on stderr
+  // Called with each finished row (hk bench prints it at once: a run cut short keeps its rows).
+  std::function<void(const Row&)> on_row;
 };
 
 std::vector<Row> run(const BenchRequest& req);
 std::string markdown(const std::vector<Row>& rows, double copy_bw, double bf16_peak);
+std::string markdown_row(const Row& row, double copy_bw, double bf16_peak);
 nlohmann::json to_json(const std::vector<Row>& rows, const BenchRequest& req);
 // GPU, clocks, driver, CUDA, git SHA, ceilings, date.
 nlohmann::json environment_json();

@@ -18,6 +18,10 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
       return 1;
     }
   hk::Ceilings ceil = hk::measured_ceilings();
+  // Each finished row goes to stderr at once: a run cut short (a time limit) keeps its rows.
+  req.on_row = [&](const hk::bench::Row& r) {
+    fmt::print(stderr, "\r\033[K{}", hk::bench::markdown_row(r, ceil.copy_bytes_per_s, ceil.bf16_flops_per_s));
+  };
   auto rows = hk::bench::run(req);
   const hk::DeviceInfo& d = hk::device_info();
   fmt::print("hk bench on {} ({} SMs), L2 {}; copy ceiling {:.2f} TB/s, bf16 ceiling {:.0f} TFLOP/s (measured {})\n\n",
