@@ -54,7 +54,7 @@ def test_padded_rows_run_in_place_and_other_layouts_are_copied(cuda):
     w = randn((1000,), torch.bfloat16, cuda)
     padded = base[:, :1000]
     batched = base.view(8, 8, 1040)[:, :, 3:1003]
-    for x in (padded, batched, base[::2, :1000], base.t()[:, :64].t()[:, :1000]):
+    for x in (padded, batched, base[::2, :1000], base[1:, 5:1005]):
         y = hk.rms_norm(x, w)
         assert y.shape == x.shape
         torch.testing.assert_close(y, rms_norm64(x, w).to(torch.bfloat16), **TOL[torch.bfloat16])
