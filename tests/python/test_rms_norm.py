@@ -148,6 +148,14 @@ def test_nn_rmsnorm_casts_an_f32_weight(cuda):
         m(randn((8, 63), torch.bfloat16, cuda))
 
 
+def test_export_keeps_the_custom_op(cuda):
+    m = hk.nn.RMSNorm(64, eps=1e-5, device=cuda)
+    x = randn((8, 64), torch.float32, cuda)
+    ep = torch.export.export(m, (x,))
+    assert "torch.ops.hopperkit.rms_norm.default" in str(ep.graph_module.code)
+    torch.testing.assert_close(ep.module()(x), m(x))
+
+
 def test_empty_batch(cuda):
     x = torch.empty(0, 7, device=cuda, requires_grad=True)
     w = torch.ones(7, device=cuda, requires_grad=True)
