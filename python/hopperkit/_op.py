@@ -20,7 +20,9 @@ From it ``kernel_op`` builds:
 Tensor parameters (annotated ``Tensor`` or ``Tensor | None``) become the C++ inputs in signature
 order, a ``None`` one left out; every other parameter (``str``, ``float``, ``int``, ``bool``, or
 one of those ``| None``) becomes a keyword attribute of ``Family::make_problem`` under its own
-name, left out when None, plus the fixed ``attrs`` given to ``kernel_op``.
+name, left out when None, plus the fixed ``attrs`` given to ``kernel_op``. Tensor inputs whose
+layout the kernels cannot take are copied first (``layout``); an empty input with a non-empty
+output (a sum over no elements) takes the outputs from the reference instead of a launch.
 The returned callable takes every argument positionally (public wrappers pass them all), which
 keeps it trivial for ``torch.compile`` to trace. docs/python.md shows how to add an op.
 """
@@ -100,15 +102,48 @@ def _flat(outputs: Any) -> list:
     return list(outputs) if isinstance(outputs, tuple) else [outputs]
 
 
+def rows_layout_ok(t: Any) -> bool:
+    """Whether the row-wise kernels take torch tensor ``t`` as it is: its last dim contiguous and
+    its leading dims collapsing into one row stride at least the row length (a batch of padded
+    rows), as src/common/row_layout.hpp and row_checks.hpp accept. Vectors must be contiguous."""
+    if t.numel() == 0 or t.dim() == 0:
+        return True
+    shape, strides = t.shape, t.stride()
+    if strides[-1] != 1:
+        return False
+    ld, expect = shape[-1], None
+    for d in range(t.dim() - 2, -1, -1):
+        if shape[d] == 1:
+            continue
+        if expect is None:
+            ld, expect = strides[d], strides[d] * shape[d]
+        elif strides[d] != expect:
+            return False
+        else:
+            expect *= shape[d]
+    return expect is None or ld >= shape[-1]
+
+
+#: kernel_op(layout=...) -> which torch tensor inputs pass to C++ as they are (others are copied).
+_LAYOUTS = {
+    "contiguous": lambda t: t.is_contiguous(),
+    "rows": rows_layout_ok,
+}
+
+
 def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None,
-              contiguous: bool = True) -> Callable[[Callable], Callable]:
+              layout: str = "contiguous") -> Callable[[Callable], Callable]:
     """Declares ``hopperkit::<name>`` running ``family``'s default variant (see module doc).
 
     ``name``: the op name (default: the declaration's name without leading underscores).
     ``attrs``: fixed attributes added to the parameters' (gelu_backward: {"backward": True}).
-    ``contiguous``: copy non-contiguous tensor inputs first (families that take strided views
-    say False and validate strides in make_problem).
+    ``layout``: what the family's kernels take; torch tensor inputs outside it are copied to
+    contiguous first. "contiguous" (flat kernels), or "rows" (row-wise families, whose
+    make_problem takes padded rows: see ``rows_layout_ok``).
     """
+    if layout not in _LAYOUTS:
+        raise ValueError(f"kernel_op: layout {layout!r}; use one of {', '.join(_LAYOUTS)}")
+    takes_as_is = _LAYOUTS[layout]
 
     def wrap(declare: Callable) -> Callable:
         op_name = name or declare.__name__.lstrip("_")
@@ -133,7 +168,9 @@ def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None
             bad = [type(t).__name__ for t in tensors if not isinstance(t, np.ndarray)]
             if bad:
                 raise TypeError(f"hk.{op_name}: NumPy arrays and {', '.join(bad)} mixed; pass one kind")
-            refs = _C.reference(family, [np.ascontiguousarray(t) for t in tensors], attr_values)
+            # (np.ascontiguousarray would turn a 0-d array into 1-d: copy only what needs it.)
+            tensors = [t if t.flags.c_contiguous else np.ascontiguousarray(t) for t in tensors]
+            refs = _C.reference(family, tensors, attr_values)
             outputs = declare(*args)
             results = [ref.astype(out.dtype) for ref, out in zip(refs, _flat(outputs))]
             return tuple(results) if isinstance(outputs, tuple) else results[0]
@@ -144,16 +181,21 @@ def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None
             def kernel(*args: Any, **kwargs: Any) -> Any:
                 args = tuple(sig.bind(*args, **kwargs).args)
                 outputs = declare(*args)
+                flat = _flat(outputs)
                 tensors, attr_values = split(args)
-                if contiguous:
-                    tensors = [t.contiguous() for t in tensors]
-                if tensors and tensors[0].device.type == "cpu":
+                tensors = [t if takes_as_is(t) else t.contiguous() for t in tensors]
+                on_host = bool(tensors) and tensors[0].device.type == "cpu"
+                # An empty input with a non-empty output (a row sum over zero columns, rmsnorm's
+                # dg over zero rows) is a case the C++ ops answer without a kernel; here the
+                # reference answers it, on a few elements at most.
+                degenerate = any(t.numel() == 0 for t in tensors) and any(o.numel() > 0 for o in flat)
+                if on_host or degenerate:
                     # CPU tensors run the fp64 reference (slow, exact): the op works everywhere.
-                    refs = _C.reference(family, [t.detach() for t in tensors], attr_values)
-                    for out, ref in zip(_flat(outputs), refs):
+                    refs = _C.reference(family, [t.detach().cpu() for t in tensors], attr_values)
+                    for out, ref in zip(flat, refs):
                         out.copy_(torch.from_numpy(ref))
                 else:
-                    launch(family, "", tensors, _flat(outputs), attr_values)
+                    launch(family, "", tensors, flat, attr_values)
                 return outputs
 
             custom = torch.library.custom_op(f"hopperkit::{op_name}", kernel, mutates_args=(),

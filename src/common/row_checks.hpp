@@ -9,6 +9,7 @@
 #include <initializer_list>
 
 #include "hk/error.hpp"
+#include "hk/registry.hpp"
 #include "hk/tensor.hpp"
 
 namespace hk::rows {
@@ -54,6 +55,18 @@ inline void check_vector(const char* op, const char* name, const TensorView& t, 
 // Row stride of a [rows, dim] view as the kernels use it (dim for a single row).
 inline int64_t leading_stride(const TensorView& t) {
   return t.shape[0] > 1 ? t.stride(0) : t.shape[1];
+}
+
+// Family::make_problem sees only the inputs, so where the caller's output rows start is an
+// attribute: out_row_stride, in elements (default dim: contiguous rows). Problem::attrs() sets it
+// only when the rows are padded; the torch ops never do (they allocate contiguous outputs).
+inline int64_t out_row_stride(const char* op, const Attrs& attrs, int64_t dim) {
+  int64_t ld = attrs.get_int(op, "out_row_stride", dim);
+  if (ld < dim) HK_THROW(kValue, op, ": out_row_stride must be at least the row length ", dim, ", got ", ld);
+  return ld;
+}
+inline void set_out_row_stride(Attrs& attrs, int64_t ld, int64_t dim) {
+  if (ld != dim) attrs.set("out_row_stride", ld);
 }
 
 inline int min_alignment(std::initializer_list<const TensorView*> views) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "hk/error.hpp"
 #include "hk/tensor.hpp"
@@ -16,7 +17,21 @@ struct RowLayout {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t ld = 0;  // elements between the starts of consecutive rows
+  std::vector<int64_t> lead;  // the leading dimensions as given (rows is their product)
 };
+
+// The inverse of row_layout, for TensorSpecs: strides of a [lead..., cols] tensor whose rows
+// start `ld` elements apart; empty (contiguous) when ld == cols.
+inline std::vector<int64_t> row_strides(const std::vector<int64_t>& lead, int64_t cols, int64_t ld) {
+  if (ld == cols) return {};
+  std::vector<int64_t> s(lead.size() + 1, 1);
+  int64_t step = ld;
+  for (size_t d = lead.size(); d-- > 0;) {
+    s[d] = step;
+    step *= lead[d];
+  }
+  return s;
+}
 
 // Throws kValue for rank 0 and kNotSupported for layouts that are not [rows, cols] with a
 // leading stride; `op` and `name` name the operand in the message.
@@ -27,6 +42,7 @@ inline RowLayout row_layout(const char* op, const char* name, const TensorView& 
   l.rows = 1;
   for (int d = 0; d + 1 < t.rank(); ++d) l.rows *= t.size(d);
   l.ld = l.cols;
+  l.lead.assign(t.shape.begin(), t.shape.end() - 1);
   if (t.numel() == 0) return l;
   if (l.cols > 1 && t.stride(-1) != 1)
     HK_THROW(kNotSupported, op, ": ", name, " needs a contiguous last dimension, got ", t.describe());

@@ -49,3 +49,51 @@ def test_fixed_attributes_none_attributes_and_output_dtype(rng):
     np.testing.assert_array_equal(y, hk.reference("gelu", x, approximate="tanh").astype(np.float32))
     with pytest.raises(ValueError, match=r"takes 2 inputs \(x, dy\), got 1"):
         _gelu_tanh(x, True)
+
+
+def test_schemas_of_the_row_and_broadcast_ops():
+    ops = hk.ops
+    assert ops._softmax.schema == "(Tensor x) -> Tensor"
+    assert ops._softmax_backward.schema == "(Tensor y, Tensor dy) -> Tensor"
+    assert ops._rms_norm.schema == "(Tensor x, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)"
+    assert ops._rms_norm_backward.schema == "(Tensor x, Tensor weight, Tensor rstd, Tensor dy) -> (Tensor, Tensor)"
+    assert ops._row_sum.schema == "(Tensor x) -> Tensor"
+    assert ops._weighted_sum_backward.schema == "(Tensor x, Tensor w, Tensor dy) -> (Tensor, Tensor)"
+    assert ops._add_scalar.schema == "(Tensor x, float c) -> Tensor"
+    assert ops._outer_mul_relu.schema == "(Tensor x, Tensor y) -> Tensor"
+    assert ops._row_scale_relu_backward.schema == "(Tensor x, Tensor y, Tensor dz) -> (Tensor, Tensor)"
+
+
+def test_unknown_layout_is_a_value_error():
+    with pytest.raises(ValueError, match="layout 'strided'; use one of contiguous, rows"):
+        kernel_op("gelu", name="test_bad_layout", layout="strided")
+
+
+def test_rows_layout_matches_what_make_problem_takes(torch_mod):
+    """rows_layout_ok passes a tensor as it is exactly when the row families' make_problem takes
+    it (otherwise the op copies it first)."""
+    from hopperkit._op import rows_layout_ok
+
+    t = torch_mod
+    base = t.zeros(6, 4, 40)
+    cases = [base, base[:, :, :33], base.view(24, 40)[:, 1:34], base[:, 1:3, :7], base[:1, :1], base[::2],
+             base.transpose(1, 2), base[:, :, ::2], base[:, ::2, :], t.zeros(1, 5).expand(4, 5), t.zeros(40)[::2],
+             t.zeros(3, 1).t(), t.zeros(0, 5).t()]
+    for x in cases:
+        try:
+            hk.problem("row_sum", x)
+            taken = True
+        except NotImplementedError:
+            taken = False
+        ok = rows_layout_ok(x)
+        assert taken or not ok, (tuple(x.shape), x.stride())  # never passes what C++ rejects
+        # ...and copies only what C++ rejects, but for a last dim of length 1 with a stride (the
+        # [rows, D] families' check_matrix wants stride 1 there whatever D).
+        assert ok or not taken or x.stride(-1) != 1, (tuple(x.shape), x.stride())
+        if x.dim() == 2 and x.numel():
+            w = t.zeros(x.shape[-1])
+            try:
+                hk.problem("weighted_sum", x, w)
+                assert rows_layout_ok(x), (tuple(x.shape), x.stride())
+            except NotImplementedError:
+                assert not rows_layout_ok(x), (tuple(x.shape), x.stride())

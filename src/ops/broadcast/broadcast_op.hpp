@@ -6,6 +6,8 @@
 // outer_add / _mul_relu: in {x [N0], y [N1]}              out {z [N1, N0], row stride ld_z}
 // row_scale_relu fwd:  in {x [N1, N0] (ld_x), y [N1]}     out {z [N1, N0] (ld_z)}
 // row_scale_relu bwd:  in {x (ld_x), y, dz (ld_dz)}       out {dx [N1, N0] (ld_z), dy [N1]}
+// Attributes (Family::make_problem): c (add_scalar), backward (row_scale_relu), out_row_stride
+// (ld_z, default N0) for the [N1, N0] outputs.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,7 @@ struct BroadcastProblem final : Problem {
   std::vector<TensorSpec> outputs() const override;
   void reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const override;
   Tolerance tolerance(int output_index) const override;
+  Attrs attrs() const override;
 };
 
 struct BroadcastArgs {

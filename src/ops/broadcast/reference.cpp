@@ -154,6 +154,14 @@ Tolerance BroadcastProblem::tolerance(int i) const {
   return {1e-7 + std::fabs(c) * 0x1p-23, rows::out_rel(dtype)};
 }
 
+Attrs BroadcastProblem::attrs() const {
+  Attrs a;
+  if (kind == BroadcastKind::kAddScalar) a.set("c", c);
+  if (kind == BroadcastKind::kRowScaleRelu) a.set("backward", backward);
+  if (is_row_op(kind)) rows::set_out_row_stride(a, ld_z, n0());
+  return a;
+}
+
 BroadcastArgs BroadcastArgs::bind(const BroadcastProblem& p, const Operands& ops) {
   BroadcastArgs a;
   a.x = ops.in.at(0).data;
@@ -176,6 +184,48 @@ BroadcastArgs BroadcastArgs::bind(const BroadcastProblem& p, const Operands& ops
 }
 
 namespace {
+
+// Validation shared by the public ops and make_problem: typed errors naming the op and the
+// values received. Each returns the problem its inputs pose, aligned as the inputs are, with
+// the output rows contiguous until the caller says otherwise.
+BroadcastProblem checked_add_scalar(const TensorView& x, double c) {
+  const char* op = "add_scalar";
+  rows::check_float(op, "x", x);
+  if (!x.is_contiguous()) HK_THROW(kNotSupported, op, ": x must be contiguous, got ", x.describe());
+  rows::check_data(op, "x", x);
+  BroadcastProblem p(BroadcastKind::kAddScalar, x.shape, x.dtype, false, 0, c);
+  p.align_bytes = x.alignment();
+  return p;
+}
+
+BroadcastProblem checked_outer(BroadcastKind kind, const TensorView& x, const TensorView& y) {
+  const char* op = family_name(kind);
+  rows::check_float(op, "x", x);
+  if (x.rank() != 1 || y.rank() != 1)
+    HK_THROW(kValue, op, ": x and y must be vectors, got [", shape_to_string(x.shape), "] and [",
+             shape_to_string(y.shape), "]");
+  const int64_t N0 = x.shape[0], N1 = y.shape[0];
+  rows::check_vector(op, "x", x, x.dtype, N0);
+  rows::check_vector(op, "y", y, x.dtype, N1);
+  BroadcastProblem p(kind, {N1, N0}, x.dtype);
+  p.align_bytes = rows::min_alignment({&x, &y});
+  return p;
+}
+
+// row_scale_relu: x [N1, N0] and y [N1], plus dz [N1, N0] for the backward (dz not null).
+BroadcastProblem checked_row_scale(const char* op, const TensorView& x, const TensorView& y, const TensorView* dz) {
+  rows::check_float(op, "x", x);
+  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [N1, N0], got [", shape_to_string(x.shape), "]");
+  const int64_t N1 = x.shape[0], N0 = x.shape[1];
+  rows::check_matrix(op, "x", x, x.dtype, N1, N0);
+  rows::check_vector(op, "y", y, x.dtype, N1);
+  if (dz) rows::check_matrix(op, "dz", *dz, x.dtype, N1, N0);
+  BroadcastProblem p(BroadcastKind::kRowScaleRelu, {N1, N0}, x.dtype, dz != nullptr);
+  p.ld_x = rows::leading_stride(x);
+  p.ld_dz = dz ? rows::leading_stride(*dz) : p.ld_x;
+  p.align_bytes = dz ? rows::min_alignment({&x, &y, dz}) : rows::min_alignment({&x, &y});
+  return p;
+}
 
 template <BroadcastKind kKind>
 class BroadcastFamily final : public Family {
@@ -228,6 +278,33 @@ class BroadcastFamily final : public Family {
     }
     return out;
   }
+  // add_scalar: inputs {x}, attribute c (required). outer_add, outer_mul_relu: inputs {x, y}.
+  // row_scale_relu: inputs {x, y} or, with backward=true, {x, y, dz}. The [N1, N0] output (z or
+  // dx) has row stride out_row_stride (default N0, contiguous).
+  ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
+    const char* fam = family_name(kKind);
+    if constexpr (kKind == BroadcastKind::kAddScalar) {
+      attrs.expect_only(fam, {"c"});
+      if (!attrs.values().count("c")) HK_THROW(kValue, fam, ": needs the attribute c (z = x + c)");
+      if (in.size() != 1) HK_THROW(kValue, fam, ": takes 1 input (x), got ", in.size());
+      return std::make_shared<BroadcastProblem>(checked_add_scalar(in[0], attrs.get_double(fam, "c", 0.0)));
+    } else if constexpr (kKind == BroadcastKind::kRowScaleRelu) {
+      attrs.expect_only(fam, {"backward", "out_row_stride"});
+      bool bwd = attrs.get_bool(fam, "backward", false);
+      const char* op = bwd ? "row_scale_relu_backward" : fam;
+      if (in.size() != (bwd ? 3u : 2u))
+        HK_THROW(kValue, op, ": takes ", bwd ? "3 inputs (x, y, dz)" : "2 inputs (x, y)", ", got ", in.size());
+      auto p = std::make_shared<BroadcastProblem>(checked_row_scale(op, in[0], in[1], bwd ? &in[2] : nullptr));
+      p->ld_z = rows::out_row_stride(op, attrs, p->n0());
+      return p;
+    } else {
+      attrs.expect_only(fam, {"out_row_stride"});
+      if (in.size() != 2) HK_THROW(kValue, fam, ": takes 2 inputs (x, y), got ", in.size());
+      auto p = std::make_shared<BroadcastProblem>(checked_outer(kKind, in[0], in[1]));
+      p->ld_z = rows::out_row_stride(fam, attrs, p->n0());
+      return p;
+    }
+  }
 };
 
 HK_REGISTER_FAMILY(BroadcastFamily<BroadcastKind::kAddScalar>);
@@ -242,42 +319,24 @@ void dispatch(BroadcastProblem& p, const Operands& ops, std::initializer_list<co
 }
 
 void outer(BroadcastKind kind, const TensorView& x, const TensorView& y, const TensorView& z, cudaStream_t stream) {
-  const char* op = family_name(kind);
-  rows::check_float(op, "x", x);
-  if (x.rank() != 1 || y.rank() != 1)
-    HK_THROW(kValue, op, ": x and y must be vectors, got [", shape_to_string(x.shape), "] and [",
-             shape_to_string(y.shape), "]");
-  const int64_t N0 = x.shape[0], N1 = y.shape[0];
-  rows::check_vector(op, "x", x, x.dtype, N0);
-  rows::check_vector(op, "y", y, x.dtype, N1);
-  rows::check_matrix(op, "z", z, x.dtype, N1, N0);
-  if (N0 == 0 || N1 == 0) return;
-  BroadcastProblem p(kind, {N1, N0}, x.dtype);
+  BroadcastProblem p = checked_outer(kind, x, y);
+  rows::check_matrix(family_name(kind), "z", z, x.dtype, p.n1(), p.n0());
+  if (p.numel() == 0) return;
   p.ld_z = rows::leading_stride(z);
   dispatch(p, Operands{{x, y}, {z}}, {&x, &y, &z}, stream);
-}
-
-void check_row_scale(const char* op, const TensorView& x, const TensorView& y) {
-  rows::check_float(op, "x", x);
-  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [N1, N0], got [", shape_to_string(x.shape), "]");
-  rows::check_matrix(op, "x", x, x.dtype, x.shape[0], x.shape[1]);
-  rows::check_vector(op, "y", y, x.dtype, x.shape[0]);
 }
 
 }  // namespace
 
 void add_scalar(const TensorView& x, double c, const TensorView& z, cudaStream_t stream) {
   const char* op = "add_scalar";
-  rows::check_float(op, "x", x);
-  if (!x.is_contiguous()) HK_THROW(kNotSupported, op, ": x must be contiguous, got ", x.describe());
-  rows::check_data(op, "x", x);
+  BroadcastProblem p = checked_add_scalar(x, c);
   rows::check_dtype(op, "z", z, x.dtype);
   if (z.shape != x.shape)
     HK_THROW(kValue, op, ": z has shape [", shape_to_string(z.shape), "] but x has [", shape_to_string(x.shape), "]");
   if (!z.is_contiguous()) HK_THROW(kNotSupported, op, ": z must be contiguous, got ", z.describe());
   rows::check_data(op, "z", z);
   if (x.numel() == 0) return;
-  BroadcastProblem p(BroadcastKind::kAddScalar, x.shape, x.dtype, false, 0, c);
   dispatch(p, Operands{{x}, {z}}, {&x, &z}, stream);
 }
 
@@ -291,13 +350,9 @@ void outer_mul_relu(const TensorView& x, const TensorView& y, const TensorView& 
 
 void row_scale_relu(const TensorView& x, const TensorView& y, const TensorView& z, cudaStream_t stream) {
   const char* op = "row_scale_relu";
-  check_row_scale(op, x, y);
-  const int64_t N1 = x.shape[0], N0 = x.shape[1];
-  rows::check_matrix(op, "z", z, x.dtype, N1, N0);
-  if (N0 == 0 || N1 == 0) return;
-  BroadcastProblem p(BroadcastKind::kRowScaleRelu, {N1, N0}, x.dtype);
-  p.ld_x = rows::leading_stride(x);
-  p.ld_dz = p.ld_x;
+  BroadcastProblem p = checked_row_scale(op, x, y, nullptr);
+  rows::check_matrix(op, "z", z, x.dtype, p.n1(), p.n0());
+  if (p.numel() == 0) return;
   p.ld_z = rows::leading_stride(z);
   dispatch(p, Operands{{x, y}, {z}}, {&x, &y, &z}, stream);
 }
@@ -305,19 +360,14 @@ void row_scale_relu(const TensorView& x, const TensorView& y, const TensorView& 
 void row_scale_relu_backward(const TensorView& x, const TensorView& y, const TensorView& dz, const TensorView& dx,
                              const TensorView& dy, cudaStream_t stream) {
   const char* op = "row_scale_relu_backward";
-  check_row_scale(op, x, y);
-  const int64_t N1 = x.shape[0], N0 = x.shape[1];
-  rows::check_matrix(op, "dz", dz, x.dtype, N1, N0);
-  rows::check_matrix(op, "dx", dx, x.dtype, N1, N0);
-  rows::check_vector(op, "dy", dy, x.dtype, N1);
-  if (N1 == 0) return;
-  if (N0 == 0) {  // dy sums zero columns
-    HK_CHECK_CUDA(cudaMemsetAsync(dy.data, 0, static_cast<size_t>(N1 * esize(x.dtype)), stream));
+  BroadcastProblem p = checked_row_scale(op, x, y, &dz);
+  rows::check_matrix(op, "dx", dx, x.dtype, p.n1(), p.n0());
+  rows::check_vector(op, "dy", dy, x.dtype, p.n1());
+  if (p.n1() == 0) return;
+  if (p.n0() == 0) {  // dy sums zero columns
+    HK_CHECK_CUDA(cudaMemsetAsync(dy.data, 0, static_cast<size_t>(p.n1() * esize(x.dtype)), stream));
     return;
   }
-  BroadcastProblem p(BroadcastKind::kRowScaleRelu, {N1, N0}, x.dtype, true);
-  p.ld_x = rows::leading_stride(x);
-  p.ld_dz = rows::leading_stride(dz);
   p.ld_z = rows::leading_stride(dx);
   dispatch(p, Operands{{x, y, dz}, {dx, dy}}, {&x, &y, &dz, &dx, &dy}, stream);
 }

@@ -120,6 +120,12 @@ Tolerance RmsNormProblem::tolerance(int i) const {
   return {acc_abs(rows), out_rel(dtype) + acc_rel(rows)};
 }
 
+Attrs RmsNormProblem::attrs() const {
+  Attrs a{{"eps", eps}, {"backward", backward}};
+  rows::set_out_row_stride(a, ld_out, dim);
+  return a;
+}
+
 RmsNormArgs RmsNormArgs::bind(const RmsNormProblem& p, const Operands& ops) {
   RmsNormArgs a;
   a.x = ops.in.at(0).data;
@@ -144,6 +150,29 @@ RmsNormArgs RmsNormArgs::bind(const RmsNormProblem& p, const Operands& ops) {
 }
 
 namespace {
+
+// Validation shared by the public ops and make_problem: x [R, D] and g [D], plus rstd [R] and dy
+// [R, D] for the backward (rstd and dy null: forward). The problem they pose, aligned as the
+// inputs are; the output's row stride starts as D.
+RmsNormProblem checked_problem(const char* op, const TensorView& x, const TensorView& g, double eps,
+                               const TensorView* rstd, const TensorView* dy) {
+  rows::check_float(op, "x", x);
+  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
+  if (!(eps >= 0) || !std::isfinite(eps)) HK_THROW(kValue, op, ": eps must be finite and >= 0, got ", eps);
+  const int64_t R = x.shape[0], D = x.shape[1];
+  rows::check_matrix(op, "x", x, x.dtype, R, D);
+  rows::check_vector(op, "g", g, x.dtype, D);
+  const bool bwd = dy != nullptr;
+  if (bwd) {
+    rows::check_vector(op, "rstd", *rstd, DType::kF32, R);
+    rows::check_matrix(op, "dy", *dy, x.dtype, R, D);
+  }
+  RmsNormProblem p(R, D, x.dtype, bwd, 0, eps);
+  p.ld_x = rows::leading_stride(x);
+  if (bwd) p.ld_dy = rows::leading_stride(*dy);
+  p.align_bytes = bwd ? rows::min_alignment({&x, &g, rstd, dy}) : rows::min_alignment({&x, &g});
+  return p;
+}
 
 class RmsNormFamily final : public Family {
  public:
@@ -184,6 +213,20 @@ class RmsNormFamily final : public Family {
     }
     return out;
   }
+  // inputs {x, g} or, with backward=true, {x, g, rstd, dy}; eps (default 1e-6; the backward
+  // does not use it); out_row_stride: the row stride of y or dx (default D, contiguous).
+  ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
+    attrs.expect_only("rmsnorm", {"eps", "backward", "out_row_stride"});
+    double eps = attrs.get_double("rmsnorm", "eps", 1e-6);
+    bool bwd = attrs.get_bool("rmsnorm", "backward", false);
+    const char* op = bwd ? "rmsnorm_backward" : "rmsnorm";
+    if (in.size() != (bwd ? 4u : 2u))
+      HK_THROW(kValue, op, ": takes ", bwd ? "4 inputs (x, g, rstd, dy)" : "2 inputs (x, g)", ", got ", in.size());
+    auto p = std::make_shared<RmsNormProblem>(
+        checked_problem(op, in[0], in[1], eps, bwd ? &in[2] : nullptr, bwd ? &in[3] : nullptr));
+    p->ld_out = rows::out_row_stride(op, attrs, p->dim);
+    return p;
+  }
 };
 
 HK_REGISTER_FAMILY(RmsNormFamily);
@@ -200,17 +243,10 @@ void dispatch(RmsNormProblem& p, const Operands& ops, std::initializer_list<cons
 void rmsnorm(const TensorView& x, const TensorView& g, const TensorView& y, const TensorView& rstd,
              double eps, cudaStream_t stream) {
   const char* op = "rmsnorm";
-  rows::check_float(op, "x", x);
-  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
-  if (!(eps >= 0) || !std::isfinite(eps)) HK_THROW(kValue, op, ": eps must be finite and >= 0, got ", eps);
-  const int64_t R = x.shape[0], D = x.shape[1];
-  rows::check_matrix(op, "x", x, x.dtype, R, D);
-  rows::check_vector(op, "g", g, x.dtype, D);
-  rows::check_matrix(op, "y", y, x.dtype, R, D);
-  rows::check_vector(op, "rstd", rstd, DType::kF32, R);
-  RmsNormProblem p(R, D, x.dtype, false, 0, eps);
+  RmsNormProblem p = checked_problem(op, x, g, eps, nullptr, nullptr);
+  rows::check_matrix(op, "y", y, x.dtype, p.rows, p.dim);
+  rows::check_vector(op, "rstd", rstd, DType::kF32, p.rows);
   if (p.numel() == 0) return;
-  p.ld_x = rows::leading_stride(x);
   p.ld_out = rows::leading_stride(y);
   dispatch(p, Operands{{x, g}, {y, rstd}}, {&x, &g, &y, &rstd}, stream);
 }
@@ -218,24 +254,15 @@ void rmsnorm(const TensorView& x, const TensorView& g, const TensorView& y, cons
 void rmsnorm_backward(const TensorView& x, const TensorView& g, const TensorView& rstd,
                       const TensorView& dy, const TensorView& dx, const TensorView& dg, cudaStream_t stream) {
   const char* op = "rmsnorm_backward";
-  rows::check_float(op, "x", x);
-  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
-  const int64_t R = x.shape[0], D = x.shape[1];
-  rows::check_matrix(op, "x", x, x.dtype, R, D);
-  rows::check_vector(op, "g", g, x.dtype, D);
-  rows::check_vector(op, "rstd", rstd, DType::kF32, R);
-  rows::check_matrix(op, "dy", dy, x.dtype, R, D);
-  rows::check_matrix(op, "dx", dx, x.dtype, R, D);
-  rows::check_vector(op, "dg", dg, x.dtype, D);
-  RmsNormProblem p(R, D, x.dtype, true);
-  if (R > 0 && D == 0) return;  // nothing to write
-  if (R == 0) {
+  RmsNormProblem p = checked_problem(op, x, g, 1e-6, &rstd, &dy);
+  rows::check_matrix(op, "dx", dx, x.dtype, p.rows, p.dim);
+  rows::check_vector(op, "dg", dg, x.dtype, p.dim);
+  if (p.rows > 0 && p.dim == 0) return;  // nothing to write
+  if (p.rows == 0) {
     // dg = sum over zero rows = 0: the one output an empty batch still defines.
-    if (D > 0) HK_CHECK_CUDA(cudaMemsetAsync(dg.data, 0, static_cast<size_t>(D * esize(x.dtype)), stream));
+    if (p.dim > 0) HK_CHECK_CUDA(cudaMemsetAsync(dg.data, 0, static_cast<size_t>(p.dim * esize(x.dtype)), stream));
     return;
   }
-  p.ld_x = rows::leading_stride(x);
-  p.ld_dy = rows::leading_stride(dy);
   p.ld_out = rows::leading_stride(dx);
   dispatch(p, Operands{{x, g, rstd, dy}, {dx, dg}}, {&x, &g, &rstd, &dy, &dx, &dg}, stream);
 }

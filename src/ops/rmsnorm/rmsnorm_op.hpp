@@ -4,7 +4,8 @@
 // Forward:  in {x [rows, D], g [D]}                       out {y [rows, D], rstd f32 [rows]}
 // Backward: in {x, g, rstd f32 [rows], dy [rows, D]}      out {dx [rows, D], dg [D]}
 // x, dy and the [rows, D] output each have a row stride (ld_*) >= D; the harness's test shapes
-// pad rows to exercise it. eps is a problem attribute (default 1e-6).
+// pad rows to exercise it. eps is a problem attribute (default 1e-6); so is the [rows, D]
+// output's row stride when the problem is built from the inputs (out_row_stride, default D).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,7 @@ struct RmsNormProblem final : Problem {
   std::vector<TensorSpec> outputs() const override;
   void reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const override;
   Tolerance tolerance(int output_index) const override;
+  Attrs attrs() const override;  // {"eps", "backward"}, plus out_row_stride when ld_out != dim
 };
 
 struct RmsNormArgs {

@@ -2,6 +2,7 @@
 // bench shapes) and the public entry point hk::row_sum.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -25,8 +26,9 @@ std::vector<TensorSpec> RowSumProblem::inputs() const {
   // Small integers: every partial sum below 2^24 is exact in f32, so any missed or doubled
   // element shows as an exact mismatch and only the final rounding to the output dtype is
   // tolerated. Rows past 2^22 draw from {-1, 0, 1} so that their sums stay inside f16's range.
-  TensorSpec x{"x", dtype, {rows, cols}, {}, Dist::kSmallInt, cols > (1 << 22) ? 1.0 : 4.0, {}};
-  if (ldx != cols) x.strides = {ldx, 1};
+  std::vector<int64_t> shape = lead;
+  shape.push_back(cols);
+  TensorSpec x{"x", dtype, shape, row_strides(lead, cols, ldx), Dist::kSmallInt, cols > (1 << 22) ? 1.0 : 4.0, {}};
   const double inf = std::numeric_limits<double>::infinity();
   auto at = [&](int64_t r, int64_t c) { return r * cols + c; };
   if (rows >= 1) x.specials.push_back({at(0, cols / 2), std::nan("")});   // NaN row
@@ -40,12 +42,16 @@ std::vector<TensorSpec> RowSumProblem::inputs() const {
 }
 
 std::vector<TensorSpec> RowSumProblem::outputs() const {
-  return {TensorSpec{"y", dtype, {rows}, {}, Dist::kNormal, 1.0, {}}};
+  return {TensorSpec{"y", dtype, lead, {}, Dist::kNormal, 1.0, {}}};
 }
 
 void RowSumProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
   const auto& x = in[0].values;
   auto& y = out[0].values;
+  if (cols == 0) {  // empty rows sum to 0 (the loop below walks elements: there are none)
+    std::fill(y.begin(), y.end(), 0.0);
+    return;
+  }
   // Threads split the elements; a row belongs to the thread that holds its first element.
   host::parallel_for(numel(), [&](int64_t b, int64_t e) {
     for (int64_t r = (b + cols - 1) / cols; r * cols < e; ++r) {
@@ -78,6 +84,22 @@ RowSumArgs RowSumArgs::bind(const RowSumProblem& p, const Operands& ops) {
 }
 
 namespace {
+
+// Validation shared by hk::row_sum and make_problem: x's dtype and layout, typed errors naming
+// the values received; the problem x poses, aligned as x is.
+RowSumProblem checked_problem(const TensorView& x) {
+  if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kBF16)
+    HK_THROW(kType, "row_sum: x is ", to_string(x.dtype), ", expected f32, f16 or bf16");
+  RowLayout l = row_layout("row_sum", "x", x);
+  RowSumProblem p(l.rows, l.cols, x.dtype, l.ld);
+  p.lead = l.lead;
+  if (x.numel() == 0) return p;
+  if (x.data == nullptr) HK_THROW(kValue, "row_sum: x is a null pointer with ", x.numel(), " elements");
+  const int esize = dtype_bits(x.dtype) / 8;
+  if (x.alignment() < esize) HK_THROW(kNotSupported, "row_sum: x is not aligned to its ", esize, "-byte elements");
+  p.align_bytes = x.alignment();
+  return p;
+}
 
 class RowSumFamily final : public Family {
  public:
@@ -115,6 +137,12 @@ class RowSumFamily final : public Family {
     }
     return out;
   }
+  // inputs {x [..., T]}; no attributes. y is x's shape without the last dimension.
+  ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
+    attrs.expect_only("row_sum", {});
+    if (in.size() != 1) HK_THROW(kValue, "row_sum: takes 1 input (x), got ", in.size());
+    return std::make_shared<RowSumProblem>(checked_problem(in[0]));
+  }
 };
 
 HK_REGISTER_FAMILY(RowSumFamily);
@@ -122,30 +150,23 @@ HK_REGISTER_FAMILY(RowSumFamily);
 }  // namespace
 
 void row_sum(const TensorView& x, const TensorView& y, cudaStream_t stream) {
-  if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kBF16)
-    HK_THROW(kType, "row_sum: x is ", to_string(x.dtype), ", expected f32, f16 or bf16");
+  RowSumProblem p = checked_problem(x);
   if (y.dtype != x.dtype)
     HK_THROW(kType, "row_sum: y is ", to_string(y.dtype), " but x is ", to_string(x.dtype));
-  if (x.rank() < 1) HK_THROW(kValue, "row_sum: x must have at least one dimension, got a scalar");
-  std::vector<int64_t> want(x.shape.begin(), x.shape.end() - 1);
-  if (y.shape != want)
+  if (y.shape != p.lead)
     HK_THROW(kValue, "row_sum: y has shape [", shape_to_string(y.shape), "] but x [",
-             shape_to_string(x.shape), "] needs [", shape_to_string(want), "]");
+             shape_to_string(x.shape), "] needs [", shape_to_string(p.lead), "]");
   if (!y.is_contiguous()) HK_THROW(kNotSupported, "row_sum: y must be contiguous, got ", y.describe());
-  RowLayout l = row_layout("row_sum", "x", x);
-  if (l.rows > 0 && y.data == nullptr)
-    HK_THROW(kValue, "row_sum: y is a null pointer with ", l.rows, " elements");
-  if (l.rows == 0) return;  // no rows: nothing to write
+  if (p.rows > 0 && y.data == nullptr)
+    HK_THROW(kValue, "row_sum: y is a null pointer with ", p.rows, " elements");
+  if (p.rows == 0) return;  // no rows: nothing to write
   const int esize = dtype_bits(x.dtype) / 8;
-  if (l.cols == 0) {  // empty rows sum to +0, whose bit pattern is all zeros in every dtype
-    HK_CHECK_CUDA(cudaMemsetAsync(y.data, 0, static_cast<size_t>(l.rows) * esize, stream));
+  if (y.alignment() < esize) HK_THROW(kNotSupported, "row_sum: y is not aligned to its ", esize, "-byte elements");
+  if (p.cols == 0) {  // empty rows sum to +0, whose bit pattern is all zeros in every dtype
+    HK_CHECK_CUDA(cudaMemsetAsync(y.data, 0, static_cast<size_t>(p.rows) * esize, stream));
     return;
   }
-  if (x.data == nullptr) HK_THROW(kValue, "row_sum: x is a null pointer with ", x.numel(), " elements");
-  if (x.alignment() < esize || y.alignment() < esize)
-    HK_THROW(kNotSupported, "row_sum: operands must be aligned to their ", esize, "-byte elements");
-  RowSumProblem p(l.rows, l.cols, x.dtype, l.ld);
-  p.align_bytes = std::min(x.alignment(), y.alignment());
+  p.align_bytes = std::min(p.align_bytes, y.alignment());
   Registry::get().pick(p).run(p, Operands{{x}, {y}}, stream);
 }
 

@@ -2,7 +2,8 @@
 // tolerance.
 //
 // in {x [rows, cols], leading stride ldx >= cols}, out {y [rows]}    y[r] = sum_t x[r, t]
-// One dtype (f32, f16, bf16) for x and y; accumulation in f32.
+// Built from a tensor [..., cols] (Family::make_problem), x keeps its leading dimensions and y
+// is [...]; the kernels see [rows, cols] either way. One dtype (f32, f16, bf16) for x and y; accumulation in f32.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,10 @@ struct RowSumProblem final : Problem {
   int64_t cols = 0;
   int64_t ldx = 0;  // row stride of x in elements (== cols when contiguous)
   DType dtype = DType::kBF16;
+  std::vector<int64_t> lead;  // x's leading dimensions, y's shape (product: rows)
 
   RowSumProblem(int64_t r, int64_t c, DType dt, int64_t ld = 0)
-      : rows(r), cols(c), ldx(ld ? ld : c), dtype(dt) {}
+      : rows(r), cols(c), ldx(ld ? ld : c), dtype(dt), lead{r} {}
   int64_t numel() const { return rows * cols; }
 
   std::string family() const override { return "row_sum"; }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/row_checks.hpp"
 #include "common/row_layout.hpp"
 #include "core/host.hpp"
 #include "softmax/softmax_op.hpp"
@@ -43,12 +44,14 @@ double SoftmaxProblem::bytes() const { return double(numel()) * (dtype_bits(dtyp
 std::vector<TensorSpec> SoftmaxProblem::inputs() const {
   const double inf = std::numeric_limits<double>::infinity();
   auto at = [&](int64_t r, int64_t c) { return r * cols + c; };
+  std::vector<int64_t> shape = lead;
+  shape.push_back(cols);
   auto strided = [&](TensorSpec t, int64_t ld) {
-    if (ld != cols) t.strides = {ld, 1};
+    t.strides = row_strides(lead, cols, ld);
     return t;
   };
   if (!backward) {
-    TensorSpec x{"x", dtype, {rows, cols}, {}, Dist::kNormal, 3.0, {}};
+    TensorSpec x{"x", dtype, shape, {}, Dist::kNormal, 3.0, {}};
     if (rows >= 1) x.specials.push_back({at(0, cols / 2), std::nan("")});  // NaN row -> all NaN
     if (rows >= 2) x.specials.push_back({at(1, cols - 1), inf});          // +inf row -> all NaN
     if (rows >= 3) {  // all -inf -> NaN (exp(-inf - -inf)); a long row gets a -inf run instead
@@ -66,8 +69,8 @@ std::vector<TensorSpec> SoftmaxProblem::inputs() const {
     return {strided(x, ld_in)};
   }
   // y like a softmax output (positive, rows summing to about 1), dy like an upstream gradient.
-  TensorSpec y{"y", dtype, {rows, cols}, {}, Dist::kPositive, 2.0 / double(cols), {}};
-  TensorSpec dy{"dy", dtype, {rows, cols}, {}, Dist::kNormal, 1.0, {}};
+  TensorSpec y{"y", dtype, shape, {}, Dist::kPositive, 2.0 / double(cols), {}};
+  TensorSpec dy{"dy", dtype, shape, {}, Dist::kNormal, 1.0, {}};
   if (rows >= 1) dy.specials.push_back({at(0, cols / 2), std::nan("")});
   if (rows >= 2) y.specials.push_back({at(1, 0), inf});
   if (rows >= 3) dy.specials.push_back({at(2, cols - 1), 1e4});
@@ -75,9 +78,15 @@ std::vector<TensorSpec> SoftmaxProblem::inputs() const {
 }
 
 std::vector<TensorSpec> SoftmaxProblem::outputs() const {
-  TensorSpec o{backward ? "dx" : "y", dtype, {rows, cols}, {}, Dist::kNormal, 1.0, {}};
-  if (ld_out != cols) o.strides = {ld_out, 1};
-  return {o};
+  std::vector<int64_t> shape = lead;
+  shape.push_back(cols);
+  return {TensorSpec{backward ? "dx" : "y", dtype, shape, row_strides(lead, cols, ld_out), Dist::kNormal, 1.0, {}}};
+}
+
+Attrs SoftmaxProblem::attrs() const {
+  Attrs a{{"backward", backward}};
+  rows::set_out_row_stride(a, ld_out, cols);
+  return a;
 }
 
 void SoftmaxProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
@@ -132,6 +141,48 @@ SoftmaxArgs SoftmaxArgs::bind(const SoftmaxProblem& p, const Operands& ops) {
 
 namespace {
 
+// Validation shared by the entry points: typed errors naming the op and the values received.
+RowLayout check_operand(const char* op, const char* name, const TensorView& t, const TensorView& ref,
+                        const char* ref_name) {
+  if (t.dtype != ref.dtype)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), " but ", ref_name, " is ", to_string(ref.dtype));
+  if (t.shape != ref.shape)
+    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "] but ", ref_name, " has [",
+             shape_to_string(ref.shape), "]");
+  if (t.numel() > 0 && t.data == nullptr)
+    HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
+  const int esize = dtype_bits(t.dtype) / 8;
+  if (t.numel() > 0 && t.alignment() < esize)
+    HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its ", esize, "-byte elements");
+  return row_layout(op, name, t);
+}
+
+void check_dtype(const char* op, const char* name, const TensorView& t) {
+  if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected f32, f16 or bf16");
+}
+
+// The problems the public ops and make_problem share (output row stride: contiguous until the
+// caller says otherwise), aligned as the inputs are.
+SoftmaxProblem checked_forward(const TensorView& x) {
+  check_dtype("softmax", "x", x);
+  RowLayout l = check_operand("softmax", "x", x, x, "x");
+  SoftmaxProblem p(l.rows, l.cols, x.dtype, false, l.ld);
+  p.lead = l.lead;
+  p.align_bytes = x.alignment();
+  return p;
+}
+
+SoftmaxProblem checked_backward(const TensorView& y, const TensorView& dy) {
+  check_dtype("softmax_backward", "y", y);
+  RowLayout ly = check_operand("softmax_backward", "y", y, y, "y");
+  RowLayout ld = check_operand("softmax_backward", "dy", dy, y, "y");
+  SoftmaxProblem p(ly.rows, ly.cols, y.dtype, true, ly.ld, 0, ld.ld);
+  p.lead = ly.lead;
+  p.align_bytes = std::min(y.alignment(), dy.alignment());
+  return p;
+}
+
 class SoftmaxFamily final : public Family {
  public:
   std::string name() const override { return "softmax"; }
@@ -173,51 +224,39 @@ class SoftmaxFamily final : public Family {
     }
     return out;
   }
+  // inputs {x} or, with backward=true, {y, dy}: [..., T] tensors with strided rows;
+  // out_row_stride: the output's row stride (default T, contiguous).
+  ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
+    attrs.expect_only("softmax", {"backward", "out_row_stride"});
+    bool bwd = attrs.get_bool("softmax", "backward", false);
+    const char* op = bwd ? "softmax_backward" : "softmax";
+    if (in.size() != (bwd ? 2u : 1u))
+      HK_THROW(kValue, op, ": takes ", bwd ? "2 inputs (y, dy)" : "1 input (x)", ", got ", in.size());
+    auto p = std::make_shared<SoftmaxProblem>(bwd ? checked_backward(in[0], in[1]) : checked_forward(in[0]));
+    p->ld_out = rows::out_row_stride(op, attrs, p->cols);
+    return p;
+  }
 };
 
 HK_REGISTER_FAMILY(SoftmaxFamily);
 
-// Validation shared by the entry points: typed errors naming the op and the values received.
-RowLayout check_operand(const char* op, const char* name, const TensorView& t, const TensorView& ref,
-                        const char* ref_name) {
-  if (t.dtype != ref.dtype)
-    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), " but ", ref_name, " is ", to_string(ref.dtype));
-  if (t.shape != ref.shape)
-    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "] but ", ref_name, " has [",
-             shape_to_string(ref.shape), "]");
-  if (t.numel() > 0 && t.data == nullptr)
-    HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
-  const int esize = dtype_bits(t.dtype) / 8;
-  if (t.numel() > 0 && t.alignment() < esize)
-    HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its ", esize, "-byte elements");
-  return row_layout(op, name, t);
-}
-
-void check_dtype(const char* op, const char* name, const TensorView& t) {
-  if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
-    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected f32, f16 or bf16");
-}
-
 }  // namespace
 
 void softmax(const TensorView& x, const TensorView& y, cudaStream_t stream) {
-  check_dtype("softmax", "x", x);
-  RowLayout lx = check_operand("softmax", "x", x, x, "x");
+  SoftmaxProblem p = checked_forward(x);
   RowLayout ly = check_operand("softmax", "y", y, x, "x");
   if (x.numel() == 0) return;  // empty tensor: a no-op
-  SoftmaxProblem p(lx.rows, lx.cols, x.dtype, false, lx.ld, ly.ld);
-  p.align_bytes = std::min(x.alignment(), y.alignment());
+  p.ld_out = ly.ld;
+  p.align_bytes = std::min(p.align_bytes, y.alignment());
   Registry::get().pick(p).run(p, Operands{{x}, {y}}, stream);
 }
 
 void softmax_backward(const TensorView& y, const TensorView& dy, const TensorView& dx, cudaStream_t stream) {
-  check_dtype("softmax_backward", "y", y);
-  RowLayout ly = check_operand("softmax_backward", "y", y, y, "y");
-  RowLayout ld = check_operand("softmax_backward", "dy", dy, y, "y");
+  SoftmaxProblem p = checked_backward(y, dy);
   RowLayout lo = check_operand("softmax_backward", "dx", dx, y, "y");
   if (y.numel() == 0) return;
-  SoftmaxProblem p(ly.rows, ly.cols, y.dtype, true, ly.ld, lo.ld, ld.ld);
-  p.align_bytes = std::min({y.alignment(), dy.alignment(), dx.alignment()});
+  p.ld_out = lo.ld;
+  p.align_bytes = std::min(p.align_bytes, dx.alignment());
   Registry::get().pick(p).run(p, Operands{{y, dy}, {dx}}, stream);
 }
 

@@ -2,6 +2,7 @@
 // bench shapes) and the public entry points hk::weighted_sum / hk::weighted_sum_backward.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -95,6 +96,12 @@ Tolerance WeightedSumProblem::tolerance(int i) const {
   return {rows::acc_abs(rows), rows::out_rel(dtype) + rows::acc_rel(rows)};
 }
 
+Attrs WeightedSumProblem::attrs() const {
+  Attrs a{{"backward", backward}};
+  if (backward) rows::set_out_row_stride(a, ld_dx, dim);
+  return a;
+}
+
 WeightedSumArgs WeightedSumArgs::bind(const WeightedSumProblem& p, const Operands& ops) {
   WeightedSumArgs a;
   a.x = ops.in.at(0).data;
@@ -116,6 +123,22 @@ WeightedSumArgs WeightedSumArgs::bind(const WeightedSumProblem& p, const Operand
 }
 
 namespace {
+
+// Validation shared by the public ops and make_problem: x [R, D], w [D] and, for the backward
+// (dy not null), dy [R]. The problem they pose, aligned as the inputs are; dx's row stride
+// starts as D.
+WeightedSumProblem checked_problem(const char* op, const TensorView& x, const TensorView& w, const TensorView* dy) {
+  rows::check_float(op, "x", x);
+  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
+  const int64_t R = x.shape[0], D = x.shape[1];
+  rows::check_matrix(op, "x", x, x.dtype, R, D);
+  rows::check_vector(op, "w", w, x.dtype, D);
+  if (dy) rows::check_vector(op, "dy", *dy, x.dtype, R);
+  WeightedSumProblem p(R, D, x.dtype, dy != nullptr);
+  p.ld_x = rows::leading_stride(x);
+  p.align_bytes = dy ? rows::min_alignment({&x, &w, dy}) : rows::min_alignment({&x, &w});
+  return p;
+}
 
 class WeightedSumFamily final : public Family {
  public:
@@ -152,6 +175,20 @@ class WeightedSumFamily final : public Family {
     }
     return out;
   }
+  // inputs {x, w} or, with backward=true, {x, w, dy}; out_row_stride: dx's row stride
+  // (backward only; default D, contiguous).
+  ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
+    attrs.expect_only("weighted_sum", {"backward", "out_row_stride"});
+    bool bwd = attrs.get_bool("weighted_sum", "backward", false);
+    const char* op = bwd ? "weighted_sum_backward" : "weighted_sum";
+    if (in.size() != (bwd ? 3u : 2u))
+      HK_THROW(kValue, op, ": takes ", bwd ? "3 inputs (x, w, dy)" : "2 inputs (x, w)", ", got ", in.size());
+    if (!bwd && attrs.values().count("out_row_stride"))
+      HK_THROW(kValue, op, ": out_row_stride is dx's row stride (backward=True); y is a vector");
+    auto p = std::make_shared<WeightedSumProblem>(checked_problem(op, in[0], in[1], bwd ? &in[2] : nullptr));
+    if (bwd) p->ld_dx = rows::out_row_stride(op, attrs, p->dim);
+    return p;
+  }
 };
 
 HK_REGISTER_FAMILY(WeightedSumFamily);
@@ -160,43 +197,30 @@ HK_REGISTER_FAMILY(WeightedSumFamily);
 
 void weighted_sum(const TensorView& x, const TensorView& w, const TensorView& y, cudaStream_t stream) {
   const char* op = "weighted_sum";
-  rows::check_float(op, "x", x);
-  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
-  const int64_t R = x.shape[0], D = x.shape[1];
-  rows::check_matrix(op, "x", x, x.dtype, R, D);
-  rows::check_vector(op, "w", w, x.dtype, D);
-  rows::check_vector(op, "y", y, x.dtype, R);
-  if (R == 0) return;
-  if (D == 0) {  // an empty sum is 0
-    HK_CHECK_CUDA(cudaMemsetAsync(y.data, 0, static_cast<size_t>(R * esize(x.dtype)), stream));
+  WeightedSumProblem p = checked_problem(op, x, w, nullptr);
+  rows::check_vector(op, "y", y, x.dtype, p.rows);
+  if (p.rows == 0) return;
+  if (p.dim == 0) {  // an empty sum is 0
+    HK_CHECK_CUDA(cudaMemsetAsync(y.data, 0, static_cast<size_t>(p.rows * esize(x.dtype)), stream));
     return;
   }
-  WeightedSumProblem p(R, D, x.dtype, false);
-  p.ld_x = rows::leading_stride(x);
-  p.align_bytes = rows::min_alignment({&x, &w, &y});
+  p.align_bytes = std::min(p.align_bytes, y.alignment());
   Registry::get().pick(p).run(p, Operands{{x, w}, {y}}, stream);
 }
 
 void weighted_sum_backward(const TensorView& x, const TensorView& w, const TensorView& dy, const TensorView& dx,
                            const TensorView& dw, cudaStream_t stream) {
   const char* op = "weighted_sum_backward";
-  rows::check_float(op, "x", x);
-  if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
-  const int64_t R = x.shape[0], D = x.shape[1];
-  rows::check_matrix(op, "x", x, x.dtype, R, D);
-  rows::check_vector(op, "w", w, x.dtype, D);
-  rows::check_vector(op, "dy", dy, x.dtype, R);
-  rows::check_matrix(op, "dx", dx, x.dtype, R, D);
-  rows::check_vector(op, "dw", dw, x.dtype, D);
-  if (D == 0) return;
-  if (R == 0) {  // dw sums zero rows
-    HK_CHECK_CUDA(cudaMemsetAsync(dw.data, 0, static_cast<size_t>(D * esize(x.dtype)), stream));
+  WeightedSumProblem p = checked_problem(op, x, w, &dy);
+  rows::check_matrix(op, "dx", dx, x.dtype, p.rows, p.dim);
+  rows::check_vector(op, "dw", dw, x.dtype, p.dim);
+  if (p.dim == 0) return;
+  if (p.rows == 0) {  // dw sums zero rows
+    HK_CHECK_CUDA(cudaMemsetAsync(dw.data, 0, static_cast<size_t>(p.dim * esize(x.dtype)), stream));
     return;
   }
-  WeightedSumProblem p(R, D, x.dtype, true);
-  p.ld_x = rows::leading_stride(x);
   p.ld_dx = rows::leading_stride(dx);
-  p.align_bytes = rows::min_alignment({&x, &w, &dy, &dx, &dw});
+  p.align_bytes = std::min({p.align_bytes, dx.alignment(), dw.alignment()});
   Registry::get().pick(p).run(p, Operands{{x, w, dy}, {dx, dw}}, stream);
 }
 

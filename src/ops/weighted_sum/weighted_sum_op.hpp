@@ -2,7 +2,8 @@
 //
 // Forward:  in {x [rows, D], w [D]}            out {y [rows]}
 // Backward: in {x [rows, D], w [D], dy [rows]} out {dx [rows, D], dw [D]}
-// x and dx each have a row stride >= D (the test shapes pad rows to exercise it).
+// x and dx each have a row stride >= D (the test shapes pad rows to exercise it); built from the
+// inputs (Family::make_problem), dx's is the attribute out_row_stride (default D).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@ struct WeightedSumProblem final : Problem {
   std::vector<TensorSpec> outputs() const override;
   void reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const override;
   Tolerance tolerance(int output_index) const override;
+  Attrs attrs() const override;  // {"backward"}, plus out_row_stride when ld_dx != dim (backward)
 };
 
 struct WeightedSumArgs {
