@@ -43,12 +43,30 @@ void check_launch(const char* kernel, const char* file, int line);
 // Raise a typed error: HK_THROW(kValue, "gelu: x has ", n, " elements but y has ", m)
 #define HK_THROW(kind, ...) throw ::hk::Error(::hk::ErrorKind::kind, ::hk::detail::cat(__VA_ARGS__))
 
-#include <sstream>
+#include <charconv>
+#include <type_traits>
 namespace hk::detail {
+// Builds messages without iostreams: std::to_chars needs no locale, so an error raised inside a
+// host process with its own locale setup (Python with torch loaded) cannot trip over one.
+template <class T>
+void append(std::string& out, const T& v) {
+  using U = std::decay_t<T>;
+  if constexpr (std::is_same_v<U, bool>) {
+    out += v ? "true" : "false";
+  } else if constexpr (std::is_same_v<U, char>) {
+    out += v;
+  } else if constexpr (std::is_arithmetic_v<U>) {
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, res.ptr);
+  } else {
+    out += v;  // std::string, std::string_view, const char*, string literals
+  }
+}
 template <class... Ts>
 std::string cat(const Ts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return os.str();
+  std::string out;
+  (append(out, parts), ...);
+  return out;
 }
 }  // namespace hk::detail
