@@ -3,15 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "broadcast/broadcast_op.hpp"
-#include "row_test_util.hpp"
+#include "test_util.hpp"
 
 using hk::BroadcastKind;
 using hk::BroadcastProblem;
 using hk::DType;
 using hk::ErrorKind;
 using hk::TensorView;
-using rowtest::expect_error;
-using rowtest::fake_ptr;
+using hktest::expect_error;
+using hktest::fake_ptr;
 
 TEST(BroadcastBadInput, WrongDtype) {
   TensorView xi(fake_ptr(), DType::kI32, {8}), zi(fake_ptr(), DType::kI32, {8});
@@ -58,7 +58,7 @@ TEST(BroadcastDispatch, DefaultAndFallback) {
 
 TEST(BroadcastReference, ReluKeepsNan) {
   BroadcastProblem p(BroadcastKind::kOuterMulRelu, {1, 3}, DType::kF32);
-  auto out = rowtest::run_reference(p, {{p.inputs()[0], {std::nan(""), -2.0, 3.0}}, {p.inputs()[1], {1.0}}});
+  auto out = hktest::run_reference(p, {{p.inputs()[0], {std::nan(""), -2.0, 3.0}}, {p.inputs()[1], {1.0}}});
   EXPECT_TRUE(std::isnan(out[0].values[0]));
   EXPECT_EQ(out[0].values[1], 0.0);
   EXPECT_EQ(out[0].values[2], 3.0);
@@ -70,7 +70,7 @@ TEST(BroadcastReference, RowScaleReluBackwardMatchesFiniteDifferences) {
   for (auto [n1, n0] : {std::pair<int64_t, int64_t>{3, 5}, {4, 2}}) {
     BroadcastProblem fwd(BroadcastKind::kRowScaleRelu, {n1, n0}, DType::kF32),
         bwd(BroadcastKind::kRowScaleRelu, {n1, n0}, DType::kF32, true);
-    auto in = rowtest::smooth_inputs(fwd, 21 + n1);
+    auto in = hktest::smooth_inputs(fwd, 21 + n1);
     for (auto& v : in[1].values)
       if (std::fabs(v) < 0.25) v = v < 0 ? -0.5 : 0.5;
     for (int64_t j = 0; j < n1; ++j)
@@ -80,8 +80,8 @@ TEST(BroadcastReference, RowScaleReluBackwardMatchesFiniteDifferences) {
       }
     hk::TensorSpec dz_spec{"dz", DType::kF32, {n1, n0}, {}, hk::Dist::kNormal, 1.0, {}};
     std::vector<double> dz = hk::host::random_tensor(dz_spec, 4).values;
-    auto grads = rowtest::run_reference(bwd, {in[0], in[1], {dz_spec, dz}});
-    rowtest::expect_matches_fd(fwd, in, 0, dz, grads[0].values, "dx");
-    rowtest::expect_matches_fd(fwd, in, 1, dz, grads[1].values, "dy");
+    auto grads = hktest::run_reference(bwd, {in[0], in[1], {dz_spec, dz}});
+    hktest::expect_matches_fd(fwd, in, 0, dz, grads[0].values, "dx");
+    hktest::expect_matches_fd(fwd, in, 1, dz, grads[1].values, "dy");
   }
 }

@@ -5,13 +5,13 @@
 
 #include "bench/case.hpp"
 #include "rmsnorm/rmsnorm_op.hpp"
-#include "row_test_util.hpp"
+#include "test_util.hpp"
 
 using hk::DType;
 using hk::ErrorKind;
 using hk::TensorView;
-using rowtest::expect_error;
-using rowtest::fake_ptr;
+using hktest::expect_error;
+using hktest::fake_ptr;
 
 namespace {
 struct Views {
@@ -85,20 +85,20 @@ TEST(RmsNormDispatch, RungByShapeAndAlignment) {
 TEST(RmsNormReference, BackwardMatchesFiniteDifferences) {
   for (auto [rows, dim, eps] : {std::tuple<int64_t, int64_t, double>{3, 5, 1e-6}, {2, 7, 0.5}, {1, 1, 1e-3}}) {
     hk::RmsNormProblem fwd(rows, dim, DType::kF32, false, 0, eps), bwd(rows, dim, DType::kF32, true, 0, eps);
-    auto in = rowtest::smooth_inputs(fwd, 11 + rows);
+    auto in = hktest::smooth_inputs(fwd, 11 + rows);
     hk::TensorSpec dy_spec{"dy", DType::kF32, {rows, dim}, {}, hk::Dist::kNormal, 1.0, {}};
     std::vector<double> dy = hk::host::random_tensor(dy_spec, 5).values;
-    auto fout = rowtest::run_reference(fwd, in);
+    auto fout = hktest::run_reference(fwd, in);
     std::vector<hk::HostTensor> bin = {in[0], in[1], {bwd.inputs()[2], fout[1].values}, {dy_spec, dy}};
-    auto grads = rowtest::run_reference(bwd, bin);
-    rowtest::expect_matches_fd(fwd, in, 0, dy, grads[0].values, "dx");
-    rowtest::expect_matches_fd(fwd, in, 1, dy, grads[1].values, "dg");
+    auto grads = hktest::run_reference(bwd, bin);
+    hktest::expect_matches_fd(fwd, in, 0, dy, grads[0].values, "dx");
+    hktest::expect_matches_fd(fwd, in, 1, dy, grads[1].values, "dg");
   }
 }
 
 TEST(RmsNormReference, SpotValues) {
   hk::RmsNormProblem p(1, 2, DType::kF32, false, 0, 0.0);
-  auto out = rowtest::run_reference(p, {{p.inputs()[0], {3.0, 4.0}}, {p.inputs()[1], {1.0, 2.0}}});
+  auto out = hktest::run_reference(p, {{p.inputs()[0], {3.0, 4.0}}, {p.inputs()[1], {1.0, 2.0}}});
   const double rs = 1.0 / std::sqrt(12.5);  // mean(9, 16) = 12.5
   EXPECT_DOUBLE_EQ(out[1].values[0], rs);
   EXPECT_DOUBLE_EQ(out[0].values[0], 3.0 * rs);
@@ -112,8 +112,8 @@ TEST(RmsNormLarge, PastTwoToThe31Elements) {
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
   const int64_t rows = (int64_t(1) << 16) + 3, dim = int64_t(1) << 15, ld = dim + 8, period = 7;
   hk::RmsNormProblem small(period, dim, DType::kBF16, false);
-  auto pin = rowtest::smooth_inputs(small, 3);
-  auto pref = rowtest::run_reference(small, pin);
+  auto pin = hktest::smooth_inputs(small, 3);
+  auto pref = hktest::run_reference(small, pin);
   std::vector<uint8_t> xrows, g;
   hk::host::encode(small.inputs()[0], pin[0].values, xrows);
   hk::host::encode(small.inputs()[1], pin[1].values, g);

@@ -10,27 +10,16 @@
 #include "bench/case.hpp"
 #include "core/host.hpp"
 #include "hk/hk.hpp"
+#include "test_util.hpp"
 #include "softmax/softmax_op.hpp"
 
 using hk::DType;
 using hk::ErrorKind;
 using hk::TensorView;
+using hktest::expect_error;
+using hktest::fake_ptr;
 
 namespace {
-
-// A fake, never-dereferenced device address: validation must reject before any launch.
-void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t(1) << 40 | offset); }
-
-template <class F>
-void expect_error(ErrorKind kind, const std::string& fragment, F&& f) {
-  try {
-    f();
-    ADD_FAILURE() << "no hk::Error thrown (expected " << hk::to_string(kind) << ")";
-  } catch (const hk::Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 std::vector<double> run_reference(const hk::SoftmaxProblem& p, const std::vector<std::vector<double>>& inputs) {
   std::vector<hk::HostTensor> in;

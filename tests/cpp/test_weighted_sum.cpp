@@ -2,14 +2,14 @@
 // backward reference against finite differences (CPU).
 #include <gtest/gtest.h>
 
-#include "row_test_util.hpp"
+#include "test_util.hpp"
 #include "weighted_sum/weighted_sum_op.hpp"
 
 using hk::DType;
 using hk::ErrorKind;
 using hk::TensorView;
-using rowtest::expect_error;
-using rowtest::fake_ptr;
+using hktest::expect_error;
+using hktest::fake_ptr;
 
 TEST(WeightedSumBadInput, WrongDtype) {
   TensorView x(fake_ptr(), DType::kU8, {4, 8}), w(fake_ptr(), DType::kU8, {8}), y(fake_ptr(), DType::kU8, {4});
@@ -50,11 +50,11 @@ TEST(WeightedSumDispatch, DefaultAndFallback) {
 TEST(WeightedSumReference, BackwardMatchesFiniteDifferences) {
   for (auto [rows, dim] : {std::pair<int64_t, int64_t>{3, 5}, {1, 4}, {4, 1}}) {
     hk::WeightedSumProblem fwd(rows, dim, DType::kF32, false), bwd(rows, dim, DType::kF32, true);
-    auto in = rowtest::smooth_inputs(fwd, 7 + rows);
+    auto in = hktest::smooth_inputs(fwd, 7 + rows);
     hk::TensorSpec dy_spec{"dy", DType::kF32, {rows}, {}, hk::Dist::kNormal, 1.0, {}};
     std::vector<double> dy = hk::host::random_tensor(dy_spec, 9).values;
-    auto grads = rowtest::run_reference(bwd, {in[0], in[1], {dy_spec, dy}});
-    rowtest::expect_matches_fd(fwd, in, 0, dy, grads[0].values, "dx");
-    rowtest::expect_matches_fd(fwd, in, 1, dy, grads[1].values, "dw");
+    auto grads = hktest::run_reference(bwd, {in[0], in[1], {dy_spec, dy}});
+    hktest::expect_matches_fd(fwd, in, 0, dy, grads[0].values, "dx");
+    hktest::expect_matches_fd(fwd, in, 1, dy, grads[1].values, "dw");
   }
 }

@@ -1,4 +1,4 @@
-// Helpers for the row-wise families' CPU tests: typed-error expectation, fake device pointers,
+// Helpers shared by the CPU tests: typed-error expectation, fake device pointers,
 // fresh host inputs for a problem, and central finite differences of a forward reference.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include "core/host.hpp"
 #include "hk/hk.hpp"
 
-namespace rowtest {
+namespace hktest {
 
 // A fake, never-dereferenced device address: validation must reject before any launch.
 inline void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t(1) << 40 | offset); }
@@ -73,4 +73,4 @@ inline void expect_matches_fd(const hk::Problem& fwd, const std::vector<hk::Host
   }
 }
 
-}  // namespace rowtest
+}  // namespace hktest
