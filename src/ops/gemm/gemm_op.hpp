@@ -18,6 +18,9 @@ namespace hk {
 
 struct GemmProblem final : Problem {
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  // Operands carry a leading batch dim ([batch, rows, cols]); true whenever batch > 1, and for
+  // a batch of one or none built from rank-3 views (Family::make_problem), whose specs keep it.
+  bool batched = false;
   DType in_dtype = DType::kBF16;   // A and B
   DType out_dtype = DType::kBF16;  // C, C_in, bias
   bool a_col = false;              // A column-major ([M, K] with unit stride along M)
@@ -49,6 +52,9 @@ struct GemmProblem final : Problem {
   bool reference_at(const std::vector<HostTensor>& in, int output_index,
                     const std::vector<int64_t>& flat, std::vector<double>& values) const override;
   Tolerance tolerance(int output_index) const override;
+  // What Family::make_problem reads besides the inputs: alpha, beta, activation, out_dtype,
+  // out_row_stride (C's row stride when padded), small_int; each only when not the default.
+  Attrs attrs() const override;
 };
 
 // What a rung's launcher receives. Element (b, i, j) of A is at
