@@ -81,4 +81,11 @@ struct GemmArgs {
 // "gemm: K*2 bytes must be a multiple of 16 for TMA, got K=1001".
 std::string gemm_tma_supports(const GemmProblem& p, bool tma_store);
 
+// The rules of the cp.async rungs (16-byte copies of A and B into shared memory): 16-byte
+// aligned operands, leading dims and batch strides of A and B a multiple of 16 bytes, and the
+// grid limits of block_m x block_n tiles (grid.y = M tiles and grid.z = batch up to 65535); ""
+// when the problem qualifies, else the first reason, e.g.
+// "gemm: K*2 bytes must be a multiple of 16 for cp.async, got K=799".
+std::string gemm_cp_async_supports(const GemmProblem& p, int64_t block_m);
+
 }  // namespace hk

@@ -247,6 +247,28 @@ std::string gemm_tma_supports(const GemmProblem& p, bool tma_store) {
   return "";
 }
 
+std::string gemm_cp_async_supports(const GemmProblem& p, int64_t block_m) {
+  if (p.align_bytes < 16)
+    return fmt::format("gemm: cp.async needs 16-byte aligned operands, got {}-byte alignment", p.align_bytes);
+  const int e = dtype_bytes(p.in_dtype);
+  auto check_ld = [&](const char* what, int64_t ld, int64_t tight, const char* dim) -> std::string {
+    if ((ld * e) % 16 == 0) return "";
+    if (ld == tight) return fmt::format("gemm: {}*{} bytes must be a multiple of 16 for cp.async, got {}={}", dim, e, dim, ld);
+    return fmt::format("gemm: {}*{} bytes must be a multiple of 16 for cp.async, got {}={}", what, e, what, ld);
+  };
+  for (auto why : {check_ld("lda", p.lda, p.a_col ? p.m : p.k, p.a_col ? "M" : "K"),
+                   check_ld("ldb", p.ldb, p.b_col ? p.k : p.n, p.b_col ? "K" : "N")})
+    if (!why.empty()) return why;
+  if (p.batch > 1)
+    for (auto [name, s] : {std::pair<const char*, int64_t>{"a", p.batch_stride_a}, {"b", p.batch_stride_b}})
+      if ((s * e) % 16 != 0)
+        return fmt::format("gemm: {}'s batch stride must be a multiple of 16 bytes for cp.async, got {} elements", name, s);
+  if ((p.m + block_m - 1) / block_m > 65535 || p.batch > 65535)
+    return fmt::format("gemm: grid.y (M/{}) and grid.z (batch) are limited to 65535, got M={}, batch={}", block_m,
+                       p.m, p.batch);
+  return "";
+}
+
 namespace {
 
 // --- validation shared by hk::gemm and make_problem: typed errors naming operand and values --
