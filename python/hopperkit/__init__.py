@@ -1,9 +1,9 @@
 """hopperkit: Hopper (sm_90a) deep-learning kernels, each a ladder of registered variants.
 
 * Ops: ``hk.gelu``, ``hk.softmax``, ``hk.rms_norm``, ``hk.row_sum``, ``hk.weighted_sum``,
-  ``hk.add_scalar``, ``hk.outer_add``, ``hk.outer_mul_relu``, ``hk.row_scale_relu`` (and
-  ``hk.nn.GELU``, ``hk.nn.RMSNorm``) as PyTorch custom ops with autograd, ``torch.compile`` and
-  ``torch.export`` support; NumPy arrays run the fp64 CPU reference instead.
+  ``hk.add_scalar``, ``hk.outer_add``, ``hk.outer_mul_relu``, ``hk.row_scale_relu``,
+  ``hk.matmul``, ``hk.linear`` (and ``hk.nn.GELU``, ``hk.nn.RMSNorm``, ``hk.nn.Linear``) as
+  PyTorch custom ops with autograd, ``torch.compile`` and ``torch.export`` support; NumPy arrays run the fp64 CPU reference instead.
 * Registry: ``hk.families()``, ``hk.variants(family)``, ``hk.run(family, variant, *tensors,
   **attrs)`` for one rung, ``hk.reference(...)`` for the fp64 oracle, ``hk.bench(...)`` for the
   ``hk bench`` JSON record.
@@ -17,14 +17,14 @@ from ._C import __version__, git_sha
 from ._core import VariantInfo, bench, families, problem, reference, run, supports, variants
 from ._core import torch as _torch
 from ._op import kernel_op, new_like
-from .ops import (add_scalar, gelu, gelu_backward, outer_add, outer_mul_relu, rms_norm, row_scale_relu, row_sum,
-                  softmax, weighted_sum)
+from .ops import (add_scalar, gelu, gelu_backward, linear, matmul, outer_add, outer_mul_relu, rms_norm,
+                  row_scale_relu, row_sum, softmax, weighted_sum)
 
 if _torch is not None:
     from . import nn
 
 __all__ = [
     "VariantInfo", "__version__", "add_scalar", "bench", "families", "gelu", "gelu_backward", "git_sha",
-    "kernel_op", "new_like", "outer_add", "outer_mul_relu", "problem", "reference", "rms_norm",
-    "row_scale_relu", "row_sum", "run", "softmax", "supports", "variants", "weighted_sum",
+    "kernel_op", "linear", "matmul", "new_like", "outer_add", "outer_mul_relu", "problem", "reference",
+    "rms_norm", "row_scale_relu", "row_sum", "run", "softmax", "supports", "variants", "weighted_sum",
 ]

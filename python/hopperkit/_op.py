@@ -124,10 +124,30 @@ def rows_layout_ok(t: Any) -> bool:
     return expect is None or ld >= shape[-1]
 
 
+def matrix_layout_ok(t: Any) -> bool:
+    """Whether the GEMM kernels take torch tensor ``t`` as it is, as src/ops/gemm/reference.cpp's
+    check_matrix accepts: a matrix ``[rows, cols]`` or a batch ``[batch, rows, cols]`` (any batch
+    stride, 0 included) with a unit stride along its last dim (row-major) or its second-to-last
+    (column-major, e.g. a transposed view) and a leading stride at least the extent it steps
+    over. Vectors (the bias) must be contiguous; other ranks pass to C++, which names the error."""
+    if t.numel() == 0 or t.dim() not in (1, 2, 3):
+        return True
+    if t.dim() == 1:
+        return t.shape[0] == 1 or t.stride(0) == 1
+    rows, cols = t.shape[-2], t.shape[-1]
+    row_stride, col_stride = t.stride(-2), t.stride(-1)
+    if col_stride == 1 or cols == 1:  # row-major: C++ decides so first, as here
+        return rows == 1 or row_stride >= cols
+    if row_stride == 1 or rows == 1:  # column-major
+        return cols == 1 or col_stride >= rows
+    return False
+
+
 #: kernel_op(layout=...) -> which torch tensor inputs pass to C++ as they are (others are copied).
 _LAYOUTS = {
     "contiguous": lambda t: t.is_contiguous(),
     "rows": rows_layout_ok,
+    "matrix": matrix_layout_ok,
 }
 
 
@@ -138,8 +158,9 @@ def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None
     ``name``: the op name (default: the declaration's name without leading underscores).
     ``attrs``: fixed attributes added to the parameters' (gelu_backward: {"backward": True}).
     ``layout``: what the family's kernels take; torch tensor inputs outside it are copied to
-    contiguous first. "contiguous" (flat kernels), or "rows" (row-wise families, whose
-    make_problem takes padded rows: see ``rows_layout_ok``).
+    contiguous first. "contiguous" (flat kernels), "rows" (row-wise families, whose
+    make_problem takes padded rows: see ``rows_layout_ok``) or "matrix" (gemm: row- or
+    column-major matrices with free leading and batch strides, see ``matrix_layout_ok``).
     """
     if layout not in _LAYOUTS:
         raise ValueError(f"kernel_op: layout {layout!r}; use one of {', '.join(_LAYOUTS)}")

@@ -69,3 +69,17 @@ class RMSNorm(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class Linear(torch.nn.Linear):
+    """Drop-in for ``torch.nn.Linear`` (same arguments, parameters, initialization and state
+    dict): ``y = x W^T + b`` through ``hk.linear``, one GEMM with the bias fused.
+
+    ``W`` [out_features, in_features] is read through its transpose, a column-major view: no
+    copy. Inputs, weight and bias share one dtype, bf16 or f16 (create the module with
+    ``dtype=torch.bfloat16`` or convert it with ``.to``): the kernels take 16-bit operands only,
+    and other dtypes are a TypeError naming them.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.linear(x, self.weight, self.bias)

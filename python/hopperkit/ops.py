@@ -347,3 +347,106 @@ def row_scale_relu(x: Any, y: Any) -> Any:
     kernel (dx = 1(x y > 0) y dout, dy = the masked row sums of x dout).
     """
     return _row_scale_relu(x, y)
+
+
+# ---- matmul, linear --------------------------------------------------------------------------
+
+@kernel_op("gemm", name="matmul", layout="matrix")
+def _matmul(a: Tensor, b: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
+    # Both operands have the same rank here (the public wrappers broadcast a batch first).
+    return new_like(a, shape=(*a.shape[:-1], b.shape[-1]))
+
+
+def _matmul_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+    a, b, bias, activation = inputs
+    ctx.activation = activation
+    ctx.has_bias = bias is not None
+    # ReLU's derivative reads the output (y > 0 exactly where the pre-activation is, as torch's
+    # relu backward reads it); GeLU's needs the pre-activation, which the backward recomputes
+    # (one more GEMM instead of keeping an [M, N] tensor alive).
+    ctx.save_for_backward(a, b, bias, output if activation == "relu" else None)
+
+
+def _matmul_grad(ctx: Any, dy: Any) -> tuple:
+    a, b, bias, y = ctx.saved_tensors
+    if ctx.activation == "relu":
+        dz = torch.ops.aten.threshold_backward(dy, y, 0)
+    elif ctx.activation == "gelu":
+        dz = torch.ops.aten.gelu_backward(dy, _matmul(a, b, bias, None), approximate="tanh")
+    else:
+        dz = dy
+    # dA = dZ B^T and dB = A^T dZ: the transposes are views whose layout the kernels take
+    # whenever A's and B's did (a row-major operand's transpose is column-major and back).
+    da = _matmul(dz, b.transpose(-1, -2), None, None) if ctx.needs_input_grad[0] else None
+    db = _matmul(a.transpose(-1, -2), dz, None, None) if ctx.needs_input_grad[1] else None
+    dbias = None
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        dbias = dz.sum(tuple(range(dz.dim() - 1)))
+    return da, db, dbias, None
+
+
+_matmul.register_autograd(_matmul_grad, setup_context=_matmul_setup_context)
+
+
+def _batch_broadcast(a: Any, b: Any) -> tuple:
+    """``a`` and ``b`` as 3-D operands of one batch size: a 2-D operand or a batch of one repeats
+    as a stride-0 batch (a view, no copy). Batch sizes that do not broadcast pass unchanged (C++
+    names them)."""
+    na = a.shape[0] if a.ndim == 3 else 1
+    nb = b.shape[0] if b.ndim == 3 else 1
+    if na != nb and na != 1 and nb != 1:
+        return a, b
+    n = nb if na == 1 else na
+
+    def expand(x: Any) -> Any:
+        if x.ndim == 3 and x.shape[0] == n:
+            return x
+        x3 = x if x.ndim == 3 else x[None]
+        if isinstance(x3, np.ndarray):
+            return np.broadcast_to(x3, (n, *x3.shape[1:]))
+        return x3.expand(n, -1, -1)
+
+    return expand(a), expand(b)
+
+
+def matmul(a: Any, b: Any, bias: Any = None, activation: str | None = None) -> Any:
+    """``act(a @ b + bias)`` in one kernel, as ``torch.matmul`` plus a fused epilogue.
+
+    ``a``: [M, K] or [batch, M, K]; ``b``: [K, N] or [batch, K, N]; bf16 or f16, one dtype (f32
+    inputs are a TypeError: the kernels feed tensor cores with 16-bit operands). f32
+    accumulation, one rounding to the output, which has ``a``'s dtype. ``bias``: [N] in that
+    dtype, broadcast over rows and batches. ``activation``: None, ``"relu"`` or ``"gelu"`` — the
+    tanh form, ``F.gelu(x, approximate="tanh")``, as in cuBLASLt's GELU epilogue.
+
+    Layouts: each operand may be row-major or column-major (a transposed view such as
+    ``w.t()`` or ``x.transpose(-1, -2)``), with padded leading dims and any batch stride; these
+    run as they are. Other layouts (no unit stride in the last two dims, overlapping rows, a
+    strided bias) are copied to contiguous first. A 3-D ``a`` with a 2-D ``b`` folds the batch
+    into M (a view when ``a``'s batch and row strides allow, else a copy of ``a``); a 2-D ``a``
+    with a 3-D ``b``, or a batch of one against a batch of n, repeats as a stride-0 batch (no
+    copy; the TMA rungs refuse stride-0 batches, so such products run on a lower rung).
+
+    Differentiable in ``a``, ``b`` and ``bias``: dA = dZ B^T and dB = A^T dZ run through this
+    op, dZ = dY times the activation's derivative (torch's relu/gelu backward; GeLU recomputes
+    the pre-activation with one more GEMM), dbias = dZ summed over rows.
+    """
+    if a.ndim == 3 and b.ndim == 2:
+        batch, m, k = a.shape
+        y = _matmul(a.reshape(batch * m, k), b, bias, activation)
+        return y.reshape(batch, m, b.shape[-1])
+    if a.ndim == 3 or b.ndim == 3:
+        a, b = _batch_broadcast(a, b)
+    return _matmul(a, b, bias, activation)
+
+
+def linear(x: Any, weight: Any, bias: Any = None) -> Any:
+    """``x @ weight^T + bias``, as ``torch.nn.functional.linear``, through ``matmul``.
+
+    ``x``: [*, in_features]; ``weight``: [out_features, in_features]; ``bias``: [out_features]
+    or None; bf16 or f16, one dtype. ``weight^T`` is a column-major view, which the kernels read
+    as it is (no copy); ``x``'s leading dims flatten into rows (a view when they collapse, else
+    a copy). Differentiable in all three.
+    """
+    rows = x.reshape(-1, x.shape[-1])
+    y = _matmul(rows, weight.swapaxes(-1, -2), bias, None)
+    return y.reshape(*x.shape[:-1], weight.shape[0])

@@ -94,6 +94,30 @@ TEST(GemmTma, MisalignedKIsNotSupportedWithTheReason) {
   EXPECT_NE(hk::gemm_tma_supports(unaligned, true).find("16-byte aligned"), std::string::npos);
 }
 
+TEST(GemmCpAsync, RulesNameTheReason) {
+  hk::GemmProblem k799(113, 203, 799, 1, DType::kBF16, DType::kF32, false, true);
+  EXPECT_EQ(hk::gemm_cp_async_supports(k799, 128), "gemm: K*2 bytes must be a multiple of 16 for cp.async, got K=799");
+  hk::GemmProblem col(113, 200, 808, 1, DType::kF16, DType::kF16, true, false);
+  EXPECT_EQ(hk::gemm_cp_async_supports(col, 128), "gemm: M*2 bytes must be a multiple of 16 for cp.async, got M=113");
+  hk::GemmProblem padded(128, 256, 64, 1, DType::kBF16, DType::kBF16, false, false, 3);
+  EXPECT_EQ(hk::gemm_cp_async_supports(padded, 128), "gemm: lda*2 bytes must be a multiple of 16 for cp.async, got lda=67");
+  hk::GemmProblem batched(64, 72, 136, 3, DType::kBF16, DType::kBF16, false, true, 8);
+  EXPECT_EQ(hk::gemm_cp_async_supports(batched, 128), "");
+  batched.batch_stride_b = 1001;
+  EXPECT_EQ(hk::gemm_cp_async_supports(batched, 128),
+            "gemm: b's batch stride must be a multiple of 16 bytes for cp.async, got 1001 elements");
+  batched.batch_stride_b = 0;  // a broadcast B: fine for cp.async (TMA refuses it)
+  EXPECT_EQ(hk::gemm_cp_async_supports(batched, 128), "");
+  hk::GemmProblem unaligned(128, 256, 64, 1, DType::kBF16, DType::kBF16, false, true);
+  unaligned.align_bytes = 8;
+  EXPECT_EQ(hk::gemm_cp_async_supports(unaligned, 128), "gemm: cp.async needs 16-byte aligned operands, got 8-byte alignment");
+  hk::GemmProblem tall(128 * 65536, 8, 64, 1, DType::kBF16, DType::kBF16, false, false);
+  EXPECT_NE(hk::gemm_cp_async_supports(tall, 128).find("limited to 65535"), std::string::npos);
+  // Odd N is fine: C is stored by threads, and B's leading dim is what cp.async reads.
+  hk::GemmProblem odd_n(113, 203, 808, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(hk::gemm_cp_async_supports(odd_n, 128), "");
+}
+
 TEST(GemmDispatch, FallbackCoversTmaHostileShapes) {
   auto& reg = hk::Registry::get();
   hk::GemmProblem p(128, 256, 1001, 1, DType::kBF16, DType::kBF16, false, true);
@@ -204,8 +228,133 @@ TEST(GemmPublic, BroadcastBatchAndEmptyK) {
 #include <set>
 #include <tuple>
 
+#include "common/ptx/mma_layout.hpp"
 #include "common/ptx/smem_desc.hpp"
 #include "common/sched/tile_scheduler.hpp"
+
+namespace {
+
+// An element's identity in a simulated operand: (row, col) of the logical matrix.
+int element_id(int row, int col) { return row * 1000 + col; }
+
+// ldmatrix.x4 as the PTX ISA defines it, on a simulated shared tile: lane l's register q, half h
+// is element ldmatrix_element(l, h, trans) of matrix q, whose rows lanes 8q..8q+7 address.
+int simulated_ldmatrix(const std::vector<int>& smem, const std::vector<int>& row_addr, int lane, int q, int h,
+                       bool trans) {
+  const hk::ptx::RowCol e = hk::ptx::ldmatrix_element(lane, h, trans);
+  return smem.at(row_addr.at(8 * q + e.row) + e.col);
+}
+
+// The 16-byte bank group (0..7) of each of the 8 rows of matrix q: all different when the
+// ldmatrix phase is conflict-free.
+std::set<int> bank_groups(const std::vector<int>& row_addr, int q) {
+  std::set<int> groups;
+  for (int r = 0; r < 8; ++r) groups.insert((row_addr[8 * q + r] * 2 / 16) % 8);
+  return groups;
+}
+
+}  // namespace
+
+TEST(GemmMmaLayout, LdmatrixRowsProduceTheMmaAFragments) {
+  // A 128 x 32 (m, k) tile stored K-major ([m][k], plain ldmatrix) or M-major ([k][m], .trans),
+  // padded as v06 pads it; the block at (m0, k0) = (48, 16) (warp row 0, m16 tile 3, k step 1).
+  for (bool k_major : {true, false}) {
+    const int rows = k_major ? 128 : 32, cols = k_major ? 32 : 128, pitch = hk::ptx::padded_pitch(cols);
+    std::vector<int> smem(rows * pitch, -1);
+    for (int m = 0; m < 128; ++m)
+      for (int k = 0; k < 32; ++k) smem[k_major ? m * pitch + k : k * pitch + m] = element_id(m, k);
+    const int m0 = 48, k0 = 16, r0 = k_major ? m0 : k0, c0 = k_major ? k0 : m0;
+    std::vector<int> addr(32);
+    for (int lane = 0; lane < 32; ++lane) {
+      const hk::ptx::RowCol rc = hk::ptx::ldmatrix_a_row(lane, k_major);
+      addr[lane] = (r0 + rc.row) * pitch + c0 + rc.col;
+      EXPECT_EQ(addr[lane] % 8, 0) << "16-byte aligned rows";
+    }
+    for (int lane = 0; lane < 32; ++lane)
+      for (int q = 0; q < 4; ++q)
+        for (int h = 0; h < 2; ++h) {
+          const hk::ptx::RowCol want = hk::ptx::mma_a_element(lane, 2 * q + h);
+          EXPECT_EQ(simulated_ldmatrix(smem, addr, lane, q, h, !k_major), element_id(m0 + want.row, k0 + want.col))
+              << (k_major ? "K-major" : "M-major") << " lane " << lane << " register " << q << " half " << h;
+        }
+    for (int q = 0; q < 4; ++q) EXPECT_EQ(bank_groups(addr, q).size(), 8u) << "matrix " << q;
+  }
+}
+
+TEST(GemmMmaLayout, LdmatrixRowsProduceTheMmaBFragments) {
+  // A 32 x 128 (k, n) tile stored K-major ([n][k], plain) or N-major ([k][n], .trans); the two
+  // n8 blocks at (k0, n0) = (16, 112) (warp column 3, its n8 tiles 2 and 3, k step 1).
+  for (bool k_major : {true, false}) {
+    const int rows = k_major ? 128 : 32, cols = k_major ? 32 : 128, pitch = hk::ptx::padded_pitch(cols);
+    std::vector<int> smem(rows * pitch, -1);
+    for (int k = 0; k < 32; ++k)
+      for (int n = 0; n < 128; ++n) smem[k_major ? n * pitch + k : k * pitch + n] = element_id(k, n);
+    const int k0 = 16, n0 = 112, r0 = k_major ? n0 : k0, c0 = k_major ? k0 : n0;
+    std::vector<int> addr(32);
+    for (int lane = 0; lane < 32; ++lane) {
+      const hk::ptx::RowCol rc = hk::ptx::ldmatrix_b_row(lane, k_major);
+      addr[lane] = (r0 + rc.row) * pitch + c0 + rc.col;
+      EXPECT_EQ(addr[lane] % 8, 0) << "16-byte aligned rows";
+    }
+    for (int lane = 0; lane < 32; ++lane)
+      for (int q = 0; q < 4; ++q)
+        for (int h = 0; h < 2; ++h) {
+          // Registers 0, 1: the fragment of n8 block 0; 2, 3: of block 1.
+          const hk::ptx::RowCol want = hk::ptx::mma_b_element(lane, 2 * (q % 2) + h);
+          EXPECT_EQ(simulated_ldmatrix(smem, addr, lane, q, h, !k_major),
+                    element_id(k0 + want.row, n0 + 8 * (q / 2) + want.col))
+              << (k_major ? "K-major" : "N-major") << " lane " << lane << " register " << q << " half " << h;
+        }
+    for (int q = 0; q < 4; ++q) EXPECT_EQ(bank_groups(addr, q).size(), 8u) << "matrix " << q;
+  }
+}
+
+TEST(GemmMmaLayout, FragmentTablesCoverEachTileOnce) {
+  std::set<std::pair<int, int>> a, b, c;
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int e = 0; e < 8; ++e) {
+      auto x = hk::ptx::mma_a_element(lane, e);
+      a.insert({x.row, x.col});
+    }
+    for (int e = 0; e < 4; ++e) {
+      auto y = hk::ptx::mma_b_element(lane, e);
+      auto z = hk::ptx::mma_c_element(lane, e);
+      b.insert({y.row, y.col});
+      c.insert({z.row, z.col});
+    }
+  }
+  EXPECT_EQ(a.size(), 256u);  // 16 x 16
+  EXPECT_EQ(b.size(), 128u);  // 16 x 8
+  EXPECT_EQ(c.size(), 128u);  // 16 x 8
+  // Spot checks of the PTX ISA's formulas: lane 5 (g 1, t 1) holds A (1, 2), (9, 3), (9, 10) ...
+  EXPECT_EQ(hk::ptx::mma_a_element(5, 0).row, 1);
+  EXPECT_EQ(hk::ptx::mma_a_element(5, 0).col, 2);
+  EXPECT_EQ(hk::ptx::mma_a_element(5, 3).row, 9);
+  EXPECT_EQ(hk::ptx::mma_a_element(5, 3).col, 3);
+  EXPECT_EQ(hk::ptx::mma_a_element(5, 6).row, 9);
+  EXPECT_EQ(hk::ptx::mma_a_element(5, 6).col, 10);
+  // ... B (k 2, n 1) and (k 11, n 1), C (1, 2) and (9, 3).
+  EXPECT_EQ(hk::ptx::mma_b_element(5, 0).row, 2);
+  EXPECT_EQ(hk::ptx::mma_b_element(5, 3).row, 11);
+  EXPECT_EQ(hk::ptx::mma_b_element(5, 3).col, 1);
+  EXPECT_EQ(hk::ptx::mma_c_element(5, 3).row, 9);
+  EXPECT_EQ(hk::ptx::mma_c_element(5, 3).col, 3);
+}
+
+TEST(GemmMmaLayout, PaddedRowsKeepColumnReadsConflictFree) {
+  // v05's 16-byte reads down a column (8 threads, 8 consecutive rows) and v06's ldmatrix rows:
+  // the 16-byte padding makes any row length that is a multiple of 16 elements an odd number of
+  // 16-byte chunks, so 8 consecutive rows start in 8 different bank groups.
+  for (int elems : {16, 32, 64, 128, 256}) {
+    const int pitch_bytes = hk::ptx::padded_pitch(elems) * 2;
+    EXPECT_EQ(pitch_bytes % 16, 0);
+    for (int chunk = 0; chunk < elems / 8; ++chunk) {
+      std::set<int> groups;
+      for (int r = 0; r < 8; ++r) groups.insert((r * pitch_bytes / 16 + chunk) % 8);
+      EXPECT_EQ(groups.size(), 8u) << elems << " elements, chunk " << chunk;
+    }
+  }
+}
 
 TEST(GemmWgmmaDescriptor, BitFields) {
   // start 0x12400 >> 4 in bits 0-13, LBO 8192 >> 4 in 16-29, SBO 1024 >> 4 in 32-45, 128B swizzle

@@ -62,6 +62,7 @@ def test_schemas_of_the_row_and_broadcast_ops():
     assert ops._add_scalar.schema == "(Tensor x, float c) -> Tensor"
     assert ops._outer_mul_relu.schema == "(Tensor x, Tensor y) -> Tensor"
     assert ops._row_scale_relu_backward.schema == "(Tensor x, Tensor y, Tensor dz) -> (Tensor, Tensor)"
+    assert ops._matmul.schema == "(Tensor a, Tensor b, Tensor? bias=None, str? activation=None) -> Tensor"
 
 
 def test_unknown_layout_is_a_value_error():

@@ -18,6 +18,9 @@ namespace hk {
 
 struct GemmProblem final : Problem {
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  // Operands carry a leading batch dim ([batch, rows, cols]); true whenever batch > 1, and for
+  // a batch of one or none built from rank-3 views (Family::make_problem), whose specs keep it.
+  bool batched = false;
   DType in_dtype = DType::kBF16;   // A and B
   DType out_dtype = DType::kBF16;  // C, C_in, bias
   bool a_col = false;              // A column-major ([M, K] with unit stride along M)
@@ -49,6 +52,9 @@ struct GemmProblem final : Problem {
   bool reference_at(const std::vector<HostTensor>& in, int output_index,
                     const std::vector<int64_t>& flat, std::vector<double>& values) const override;
   Tolerance tolerance(int output_index) const override;
+  // What Family::make_problem reads besides the inputs: alpha, beta, activation, out_dtype,
+  // out_row_stride (C's row stride when padded), small_int; each only when not the default.
+  Attrs attrs() const override;
 };
 
 // What a rung's launcher receives. Element (b, i, j) of A is at
@@ -74,5 +80,12 @@ struct GemmArgs {
 // operand qualifies, else the first reason, e.g.
 // "gemm: K*2 bytes must be a multiple of 16 for TMA, got K=1001".
 std::string gemm_tma_supports(const GemmProblem& p, bool tma_store);
+
+// The rules of the cp.async rungs (16-byte copies of A and B into shared memory): 16-byte
+// aligned operands, leading dims and batch strides of A and B a multiple of 16 bytes, and the
+// grid limits of block_m x block_n tiles (grid.y = M tiles and grid.z = batch up to 65535); ""
+// when the problem qualifies, else the first reason, e.g.
+// "gemm: K*2 bytes must be a multiple of 16 for cp.async, got K=799".
+std::string gemm_cp_async_supports(const GemmProblem& p, int64_t block_m);
 
 }  // namespace hk

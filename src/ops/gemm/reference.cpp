@@ -6,7 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <tuple>
+#include <utility>
+#include <vector>
 
+#include "common/row_checks.hpp"
 #include "core/host.hpp"
 #include "gemm/gemm_op.hpp"
 
@@ -40,7 +43,7 @@ int dtype_bytes(DType dt) { return dtype_bits(dt) / 8; }
 
 GemmProblem::GemmProblem(int64_t m_, int64_t n_, int64_t k_, int64_t batch_, DType in, DType out,
                          bool a_col_, bool b_col_, int64_t pad)
-    : m(m_), n(n_), k(k_), batch(batch_), in_dtype(in), out_dtype(out), a_col(a_col_), b_col(b_col_) {
+    : m(m_), n(n_), k(k_), batch(batch_), batched(batch_ > 1), in_dtype(in), out_dtype(out), a_col(a_col_), b_col(b_col_) {
   lda = (a_col ? m : k) + pad;
   ldb = (b_col ? k : n) + pad;
   ldc = ldc_in = n + pad;
@@ -53,7 +56,7 @@ std::string GemmProblem::layout() const { return std::string(a_col ? "t" : "n") 
 
 std::string GemmProblem::key() const {
   std::string s = fmt::format("m{}_n{}_k{}", m, n, k);
-  if (batch > 1) s += fmt::format("_b{}", batch);
+  if (batched) s += fmt::format("_b{}", batch);
   s += fmt::format("_{}_{}_{}", layout(), to_string(in_dtype), to_string(out_dtype));
   if (has_bias) s += "_bias";
   if (act != GemmActivation::kNone) s += fmt::format("_{}", act_name(act));
@@ -81,7 +84,7 @@ std::vector<TensorSpec> GemmProblem::inputs() const {
                   int64_t bstride) {
     std::vector<int64_t> inner = col ? std::vector<int64_t>{1, ld} : std::vector<int64_t>{ld, 1};
     TensorSpec t{name, dt, {rows, cols}, inner, dist, scale, {}};
-    if (batch > 1) {
+    if (batched) {
       t.shape.insert(t.shape.begin(), batch);
       t.strides.insert(t.strides.begin(), bstride);
     }
@@ -94,9 +97,20 @@ std::vector<TensorSpec> GemmProblem::inputs() const {
   return in;
 }
 
+Attrs GemmProblem::attrs() const {
+  Attrs a;
+  if (alpha != 1.0f) a.set("alpha", double(alpha));
+  if (beta != 0.0f) a.set("beta", double(beta));
+  if (act != GemmActivation::kNone) a.set("activation", std::string(act_name(act)));
+  if (out_dtype != in_dtype) a.set("out_dtype", std::string(to_string(out_dtype)));
+  rows::set_out_row_stride(a, ldc, n);
+  if (small_int) a.set("small_int", true);
+  return a;
+}
+
 std::vector<TensorSpec> GemmProblem::outputs() const {
   TensorSpec c{"c", out_dtype, {m, n}, {ldc, 1}, Dist::kNormal, 1.0, {}};
-  if (batch > 1) {
+  if (batched) {
     c.shape.insert(c.shape.begin(), batch);
     c.strides.insert(c.strides.begin(), batch_stride_c);
   }
@@ -233,7 +247,130 @@ std::string gemm_tma_supports(const GemmProblem& p, bool tma_store) {
   return "";
 }
 
+std::string gemm_cp_async_supports(const GemmProblem& p, int64_t block_m) {
+  if (p.align_bytes < 16)
+    return fmt::format("gemm: cp.async needs 16-byte aligned operands, got {}-byte alignment", p.align_bytes);
+  const int e = dtype_bytes(p.in_dtype);
+  auto check_ld = [&](const char* what, int64_t ld, int64_t tight, const char* dim) -> std::string {
+    if ((ld * e) % 16 == 0) return "";
+    if (ld == tight) return fmt::format("gemm: {}*{} bytes must be a multiple of 16 for cp.async, got {}={}", dim, e, dim, ld);
+    return fmt::format("gemm: {}*{} bytes must be a multiple of 16 for cp.async, got {}={}", what, e, what, ld);
+  };
+  for (auto why : {check_ld("lda", p.lda, p.a_col ? p.m : p.k, p.a_col ? "M" : "K"),
+                   check_ld("ldb", p.ldb, p.b_col ? p.k : p.n, p.b_col ? "K" : "N")})
+    if (!why.empty()) return why;
+  if (p.batch > 1)
+    for (auto [name, s] : {std::pair<const char*, int64_t>{"a", p.batch_stride_a}, {"b", p.batch_stride_b}})
+      if ((s * e) % 16 != 0)
+        return fmt::format("gemm: {}'s batch stride must be a multiple of 16 bytes for cp.async, got {} elements", name, s);
+  if ((p.m + block_m - 1) / block_m > 65535 || p.batch > 65535)
+    return fmt::format("gemm: grid.y (M/{}) and grid.z (batch) are limited to 65535, got M={}, batch={}", block_m,
+                       p.m, p.batch);
+  return "";
+}
+
 namespace {
+
+// --- validation shared by hk::gemm and make_problem: typed errors naming operand and values --
+
+struct MatrixView {
+  int64_t rows = 0, cols = 0, batch = 1, ld = 0, batch_stride = 0;
+  bool col = false;
+};
+
+MatrixView check_matrix(const char* name, const TensorView& t, bool allow_col) {
+  if (t.rank() != 2 && t.rank() != 3)
+    HK_THROW(kValue, "gemm: ", name, " must be [rows, cols] or [batch, rows, cols], got rank ", t.rank(), " (",
+             t.describe(), ")");
+  MatrixView v;
+  v.rows = t.size(-2), v.cols = t.size(-1);
+  v.batch = t.rank() == 3 ? t.size(0) : 1;
+  v.batch_stride = t.rank() == 3 ? t.stride(0) : 0;
+  if (t.stride(-1) == 1 || v.cols == 1) {
+    v.ld = v.rows == 1 ? std::max<int64_t>(v.cols, t.stride(-2)) : t.stride(-2);
+  } else if (allow_col && (t.stride(-2) == 1 || v.rows == 1)) {
+    v.col = true;
+    v.ld = v.cols == 1 ? std::max<int64_t>(v.rows, t.stride(-1)) : t.stride(-1);
+  } else {
+    HK_THROW(kNotSupported, "gemm: ", name, " needs a unit stride along one of its last two dims",
+             allow_col ? "" : " (the last: row-major)", ", got ", t.describe());
+  }
+  // Overlapping rows would make the write of C racy and the read of A/B ambiguous.
+  if (v.ld < (v.col ? v.rows : v.cols))
+    HK_THROW(kValue, "gemm: ", name, "'s leading stride ", v.ld, " is smaller than its ", v.col ? "rows " : "cols ",
+             v.col ? v.rows : v.cols, " (", t.describe(), ")");
+  if (v.batch_stride < 0) HK_THROW(kValue, "gemm: ", name, " has a negative batch stride (", t.describe(), ")");
+  if (t.numel() > 0 && t.data == nullptr)
+    HK_THROW(kValue, "gemm: ", name, " is a null pointer with ", t.numel(), " elements");
+  return v;
+}
+
+
+void check_input_dtypes(const TensorView& a, const TensorView& b) {
+  if (a.dtype != DType::kBF16 && a.dtype != DType::kF16)
+    HK_THROW(kType, "gemm: a is ", to_string(a.dtype), ", expected bf16 or f16");
+  if (b.dtype != a.dtype) HK_THROW(kType, "gemm: b is ", to_string(b.dtype), " but a is ", to_string(a.dtype));
+}
+
+// `what` says where C's dtype came from: "c" (hk::gemm) or "out_dtype" (make_problem).
+void check_output_dtype(const char* what, DType dt) {
+  if (dt != DType::kBF16 && dt != DType::kF16 && dt != DType::kF32)
+    HK_THROW(kType, "gemm: ", what, " is ", to_string(dt), ", expected bf16, f16 or f32");
+}
+
+std::pair<MatrixView, MatrixView> check_ab(const TensorView& a, const TensorView& b) {
+  MatrixView va = check_matrix("a", a, true), vb = check_matrix("b", b, true);
+  if (va.cols != vb.rows)
+    HK_THROW(kValue, "gemm: a is [", va.rows, ", ", va.cols, "] and b is [", vb.rows, ", ", vb.cols,
+             "]: K must match, got ", va.cols, " and ", vb.rows);
+  return {va, vb};
+}
+
+// The problem with A's and B's layouts and strides; C's are the caller's to set.
+GemmProblem problem_of(const MatrixView& va, const MatrixView& vb, DType in, DType out, int64_t batch) {
+  GemmProblem p(va.rows, vb.cols, va.cols, batch, in, out, va.col, vb.col);
+  p.lda = va.ld, p.ldb = vb.ld;
+  p.batch_stride_a = va.batch_stride, p.batch_stride_b = vb.batch_stride;
+  return p;
+}
+
+// The epilogue's inputs against C (dtype p.out_dtype, shape c_shape): c_in, read when
+// p.beta != 0, and bias (null when absent). Their layout goes into p; returns their smallest
+// alignment (256 when there are none).
+int check_epilogue(GemmProblem& p, const std::vector<int64_t>& c_shape, const TensorView* c_in,
+                   const TensorView* bias) {
+  int align = 256;
+  if (p.beta != 0.0f) {
+    if (!c_in) HK_THROW(kValue, "gemm: beta is ", p.beta, " but no c_in was given");
+    const TensorView& ci = *c_in;
+    if (ci.dtype != p.out_dtype)
+      HK_THROW(kType, "gemm: c_in is ", to_string(ci.dtype), " but c is ", to_string(p.out_dtype));
+    MatrixView vi = check_matrix("c_in", ci, false);
+    if (ci.shape != c_shape)
+      HK_THROW(kValue, "gemm: c_in has shape [", shape_to_string(ci.shape), "] but c has [", shape_to_string(c_shape), "]");
+    p.ldc_in = vi.ld, p.batch_stride_c_in = vi.batch_stride;
+    align = ci.alignment();
+  }
+  if (bias) {
+    const TensorView& v = *bias;
+    if (v.dtype != p.out_dtype)
+      HK_THROW(kType, "gemm: bias is ", to_string(v.dtype), " but c is ", to_string(p.out_dtype));
+    if (v.rank() != 1 || v.size(0) != p.n)
+      HK_THROW(kValue, "gemm: bias must be [", p.n, "], got [", shape_to_string(v.shape), "]");
+    if (!v.is_contiguous()) HK_THROW(kNotSupported, "gemm: bias must be contiguous, got ", v.describe());
+    if (v.numel() > 0 && v.data == nullptr) HK_THROW(kValue, "gemm: bias is a null pointer with ", v.numel(), " elements");
+    p.has_bias = true;
+    align = std::min(align, v.alignment());
+  }
+  return align;
+}
+
+GemmActivation parse_activation(const std::string& name) {
+  if (name == "none") return GemmActivation::kNone;
+  if (name == "relu") return GemmActivation::kRelu;
+  if (name == "gelu") return GemmActivation::kGelu;
+  HK_THROW(kValue, "gemm: activation must be \"none\", \"relu\" or \"gelu\" (tanh form), got \"", name, "\"");
+}
 
 class GemmFamily final : public Family {
  public:
@@ -254,8 +391,9 @@ class GemmFamily final : public Family {
       p->small_int = small, p->act = act, p->has_bias = bias, p->alpha = alpha, p->beta = beta;
       out.push_back(p);
     };
-    // Exact (small integers, zero tolerance).
-    add(1, 1, 1, 1, bf, bf, false, true, true);
+    // Exact (small integers, zero tolerance). 1x1x1 is "nn": a [1, 1] view has no layout
+    // (unit strides both ways), so make_problem reads it as row-major.
+    add(1, 1, 1, 1, bf, bf, false, false, true);
     for (bool ac : {false, true})
       for (bool bc : {false, true}) {
         add(113, 203, 799, 1, bf, f32, ac, bc, true);                  // odd tails, TMA-hostile K
@@ -313,92 +451,73 @@ class GemmFamily final : public Family {
       }
     return out;
   }
+
+  // inputs {a, b}, then c_in when beta != 0, then bias when given. a [M, K] and b [K, N] are both
+  // rank 2 or both rank 3 ([batch, ...], equal batches; a stride-0 batch broadcasts), each row- or
+  // column-major as its strides say. Attributes (default): alpha (1), beta (0), activation
+  // ("none"; "relu", "gelu" = tanh form), out_dtype (a's), out_row_stride (N: C's row stride; C's
+  // batches are tight), small_int (false: marks the exact test problems, zero tolerance).
+  ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
+    attrs.expect_only("gemm", {"alpha", "beta", "activation", "out_dtype", "out_row_stride", "small_int"});
+    const float alpha = static_cast<float>(attrs.get_double("gemm", "alpha", 1.0));
+    const float beta = static_cast<float>(attrs.get_double("gemm", "beta", 0.0));
+    const GemmActivation act = parse_activation(attrs.get_string("gemm", "activation", "none"));
+    const size_t fixed = beta != 0.0f ? 3 : 2;
+    if (in.size() != fixed && in.size() != fixed + 1)
+      HK_THROW(kValue, "gemm: takes inputs (a, b", beta != 0.0f ? ", c_in" : "", "[, bias]), got ", in.size());
+    const TensorView &a = in[0], &b = in[1];
+    check_input_dtypes(a, b);
+    const std::string out_name = attrs.get_string("gemm", "out_dtype", "");
+    const DType out = out_name.empty() ? a.dtype : parse_dtype(out_name);
+    check_output_dtype("out_dtype", out);
+    auto [va, vb] = check_ab(a, b);
+    // A rank-2 operand in a batched problem would not match the problem's [batch, ...] specs
+    // (hk.reference decodes each input in its own shape): the caller broadcasts it with a
+    // stride-0 batch instead, which hk::gemm runs the same way.
+    if (a.rank() != b.rank())
+      HK_THROW(kValue, "gemm: a is rank ", a.rank(), " and b is rank ", b.rank(),
+               "; give both a batch dim (a stride-0 batch broadcasts)");
+    if (va.batch != vb.batch) HK_THROW(kValue, "gemm: batch sizes differ: a ", va.batch, ", b ", vb.batch);
+    GemmProblem p = problem_of(va, vb, a.dtype, out, va.batch);
+    p.batched = a.rank() == 3;
+    p.alpha = alpha, p.beta = beta, p.act = act;
+    p.small_int = attrs.get_bool("gemm", "small_int", false);
+    p.ldc = rows::out_row_stride("gemm", attrs, p.n);
+    p.batch_stride_c = p.ldc * p.m;
+    std::vector<int64_t> c_shape = {p.m, p.n};
+    if (p.batched) c_shape.insert(c_shape.begin(), p.batch);
+    const int align = check_epilogue(p, c_shape, beta != 0.0f ? &in[2] : nullptr, in.size() > fixed ? &in.back() : nullptr);
+    p.align_bytes = std::min({a.alignment(), b.alignment(), align});
+    return std::make_shared<GemmProblem>(p);
+  }
 };
 
 HK_REGISTER_FAMILY(GemmFamily);
 
-// --- the public op: validation with typed errors, then dispatch -----------------------------
-
-struct MatrixView {
-  int64_t rows = 0, cols = 0, batch = 1, ld = 0, batch_stride = 0;
-  bool col = false;
-};
-
-MatrixView check_matrix(const char* name, const TensorView& t, bool allow_col) {
-  if (t.rank() != 2 && t.rank() != 3)
-    HK_THROW(kValue, "gemm: ", name, " must be [rows, cols] or [batch, rows, cols], got rank ", t.rank(), " (",
-             t.describe(), ")");
-  MatrixView v;
-  v.rows = t.size(-2), v.cols = t.size(-1);
-  v.batch = t.rank() == 3 ? t.size(0) : 1;
-  v.batch_stride = t.rank() == 3 ? t.stride(0) : 0;
-  if (t.stride(-1) == 1 || v.cols == 1) {
-    v.ld = v.rows == 1 ? std::max<int64_t>(v.cols, t.stride(-2)) : t.stride(-2);
-  } else if (allow_col && (t.stride(-2) == 1 || v.rows == 1)) {
-    v.col = true;
-    v.ld = v.cols == 1 ? std::max<int64_t>(v.rows, t.stride(-1)) : t.stride(-1);
-  } else {
-    HK_THROW(kNotSupported, "gemm: ", name, " needs a unit stride along one of its last two dims",
-             allow_col ? "" : " (the last: row-major)", ", got ", t.describe());
-  }
-  // Overlapping rows would make the write of C racy and the read of A/B ambiguous.
-  if (v.ld < (v.col ? v.rows : v.cols))
-    HK_THROW(kValue, "gemm: ", name, "'s leading stride ", v.ld, " is smaller than its ", v.col ? "rows " : "cols ",
-             v.col ? v.rows : v.cols, " (", t.describe(), ")");
-  if (v.batch_stride < 0) HK_THROW(kValue, "gemm: ", name, " has a negative batch stride (", t.describe(), ")");
-  if (t.numel() > 0 && t.data == nullptr)
-    HK_THROW(kValue, "gemm: ", name, " is a null pointer with ", t.numel(), " elements");
-  return v;
-}
-
 }  // namespace
+
+// --- the public op: validation (shared with make_problem above), then dispatch ---------------
 
 void gemm(const TensorView& a, const TensorView& b, const TensorView& c, const GemmOptions& opt,
           cudaStream_t stream) {
-  if (a.dtype != DType::kBF16 && a.dtype != DType::kF16)
-    HK_THROW(kType, "gemm: a is ", to_string(a.dtype), ", expected bf16 or f16");
-  if (b.dtype != a.dtype) HK_THROW(kType, "gemm: b is ", to_string(b.dtype), " but a is ", to_string(a.dtype));
-  if (c.dtype != DType::kBF16 && c.dtype != DType::kF16 && c.dtype != DType::kF32)
-    HK_THROW(kType, "gemm: c is ", to_string(c.dtype), ", expected bf16, f16 or f32");
-  MatrixView va = check_matrix("a", a, true), vb = check_matrix("b", b, true), vc = check_matrix("c", c, false);
-  if (va.cols != vb.rows)
-    HK_THROW(kValue, "gemm: a is [", va.rows, ", ", va.cols, "] and b is [", vb.rows, ", ", vb.cols,
-             "]: K must match, got ", va.cols, " and ", vb.rows);
+  check_input_dtypes(a, b);
+  check_output_dtype("c", c.dtype);
+  auto [va, vb] = check_ab(a, b);
+  MatrixView vc = check_matrix("c", c, false);
   if (vc.rows != va.rows || vc.cols != vb.cols)
     HK_THROW(kValue, "gemm: c is [", vc.rows, ", ", vc.cols, "], expected [", va.rows, ", ", vb.cols, "]");
   const int64_t batch = vc.batch;
   if ((a.rank() == 3 && va.batch != batch) || (b.rank() == 3 && vb.batch != batch) || (c.rank() == 2 && batch != 1))
     HK_THROW(kValue, "gemm: batch sizes differ: a ", va.batch, ", b ", vb.batch, ", c ", vc.batch);
 
-  GemmProblem p(va.rows, vb.cols, va.cols, batch, a.dtype, c.dtype, va.col, vb.col);
-  p.lda = va.ld, p.ldb = vb.ld, p.ldc = vc.ld;
-  p.batch_stride_a = va.batch_stride, p.batch_stride_b = vb.batch_stride, p.batch_stride_c = vc.batch_stride;
+  GemmProblem p = problem_of(va, vb, a.dtype, c.dtype, batch);
+  p.ldc = vc.ld, p.batch_stride_c = vc.batch_stride;
   p.alpha = opt.alpha, p.beta = opt.beta, p.act = opt.act;
-  int align = std::min({a.alignment(), b.alignment(), c.alignment()});
+  const int align = check_epilogue(p, c.shape, opt.c_in, opt.bias);
+  p.align_bytes = std::min({a.alignment(), b.alignment(), c.alignment(), align});
   Operands ops{{a, b}, {c}};
-  if (opt.beta != 0.0f) {
-    if (!opt.c_in) HK_THROW(kValue, "gemm: beta is ", opt.beta, " but no c_in was given");
-    const TensorView& ci = *opt.c_in;
-    if (ci.dtype != c.dtype) HK_THROW(kType, "gemm: c_in is ", to_string(ci.dtype), " but c is ", to_string(c.dtype));
-    MatrixView vi = check_matrix("c_in", ci, false);
-    if (vi.rows != vc.rows || vi.cols != vc.cols || vi.batch != vc.batch || ci.rank() != c.rank())
-      HK_THROW(kValue, "gemm: c_in has shape [", shape_to_string(ci.shape), "] but c has [", shape_to_string(c.shape), "]");
-    p.ldc_in = vi.ld, p.batch_stride_c_in = vi.batch_stride;
-    align = std::min(align, ci.alignment());
-    ops.in.push_back(ci);
-  }
-  if (opt.bias) {
-    const TensorView& bias = *opt.bias;
-    if (bias.dtype != c.dtype) HK_THROW(kType, "gemm: bias is ", to_string(bias.dtype), " but c is ", to_string(c.dtype));
-    if (bias.rank() != 1 || bias.size(0) != vc.cols)
-      HK_THROW(kValue, "gemm: bias must be [", vc.cols, "], got [", shape_to_string(bias.shape), "]");
-    if (!bias.is_contiguous()) HK_THROW(kNotSupported, "gemm: bias must be contiguous, got ", bias.describe());
-    if (bias.numel() > 0 && bias.data == nullptr) HK_THROW(kValue, "gemm: bias is a null pointer with ", bias.numel(), " elements");
-    p.has_bias = true;
-    align = std::min(align, bias.alignment());
-    ops.in.push_back(bias);
-  }
-  p.align_bytes = align;
+  if (p.beta != 0.0f) ops.in.push_back(*opt.c_in);
+  if (p.has_bias) ops.in.push_back(*opt.bias);
   if (p.m == 0 || p.n == 0 || batch == 0) return;  // empty output: a no-op
   Registry::get().pick(p).run(p, ops, stream);
 }

@@ -3,8 +3,10 @@
 // Rung 7: Hopper tensor cores. wgmma.mma_async (m64n128k16) reads both operands straight from
 // 128-byte-swizzled shared memory that TMA fills; a 128x128 tile per CTA, two consumer
 // warpgroups of 64 rows, one shared-memory slot: each K block is loaded, then multiplied.
-// Adds over v04: tensor cores, through the warpgroup-wide asynchronous MMA (HGMMA in SASS),
-// with no register staging of A or B; loads and MMAs do not overlap yet (one slot).
+// Adds over v06: Hopper's warpgroup-wide asynchronous MMA (HGMMA in SASS; 64x128x16 per
+// instruction for 4 warps instead of v06's 16x8x16 per warp) reading A and B straight from
+// swizzled shared memory (no ldmatrix, no register staging), and TMA bulk copies instead of
+// per-thread cp.async; loads and MMAs do not overlap yet (one slot, where v06 keeps three).
 // Needs: sm_90a; 16-byte aligned operands; the leading dims (and batch strides) of A and B
 // a multiple of 16 bytes; K >= 1.
 // Otherwise supports() names the rule ("gemm: K*2 bytes must be a multiple of 16 for TMA,
