@@ -8,27 +8,13 @@
 #include "core/host.hpp"
 #include "gemm/gemm_op.hpp"
 #include "hk/hk.hpp"
+#include "test_util.hpp"
 
 using hk::DType;
 using hk::ErrorKind;
 using hk::TensorView;
-
-namespace {
-
-void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t(1) << 40 | offset); }
-
-template <class F>
-void expect_error(ErrorKind kind, const std::string& fragment, F&& f) {
-  try {
-    f();
-    ADD_FAILURE() << "no hk::Error thrown (expected " << hk::to_string(kind) << ")";
-  } catch (const hk::Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
-}  // namespace
+using hktest::expect_error;
+using hktest::fake_ptr;
 
 TEST(GemmBadInput, WrongDtype) {
   TensorView a(fake_ptr(), DType::kF32, {8, 16}), b(fake_ptr(), DType::kF32, {16, 8}), c(fake_ptr(), DType::kF32, {8, 8});

@@ -2,6 +2,7 @@
 // registry (DESIGN.md §5), then runs everything. Without a GPU those tests skip with the reason.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <random>
 
@@ -32,6 +33,14 @@ class VariantTest : public testing::Test {
   hk::ProblemPtr p_;
 };
 
+// gtest filters treat '-' (and ':', '*', '?') as syntax, so a name holding one cannot be selected
+// alone (ctest runs each case as --gtest_filter=<name>, which would then run nothing and "pass").
+std::string test_name(std::string key) {
+  for (char& ch : key)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '_';
+  return key;
+}
+
 void register_variant_tests() {
   auto& reg = hk::Registry::get();
   for (const hk::Family* f : reg.families()) {
@@ -39,7 +48,7 @@ void register_variant_tests() {
     for (const hk::Variant* v : reg.variants(f->name())) {
       std::string suite = f->name() + "/" + v->name();
       for (auto& p : problems) {
-        testing::RegisterTest(suite.c_str(), p->key().c_str(), nullptr, nullptr, __FILE__, __LINE__,
+        testing::RegisterTest(suite.c_str(), test_name(p->key()).c_str(), nullptr, nullptr, __FILE__, __LINE__,
                               [v, p]() -> testing::Test* { return new VariantTest(v, p); });
       }
     }
