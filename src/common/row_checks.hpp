@@ -3,6 +3,8 @@
 // op, the operand and the values received (DESIGN.md §5).
 #pragma once
 
+#include <memory>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -98,5 +100,29 @@ inline double out_rel(DType dt) {
 inline double acc_rel(int64_t n) { return 8.0 * std::sqrt(double(std::max<int64_t>(n, 1))) * 0x1p-24; }
 // Absolute error allowed on a sum of n random-sign terms of size ~1: acc_rel(n) * sqrt(n).
 inline double acc_abs(int64_t n) { return acc_rel(n) * std::sqrt(double(std::max<int64_t>(n, 1))); }
+
+// Bench problems of the row families with a (rows, dim, dtype, backward) problem: ROWSxD shapes
+// (default 16384x8192, plus 4x2^26 outside the quick suite), bf16 (and f32 outside the quick
+// suite), forward (and backward outside the quick suite).
+template <class ProblemT>
+std::vector<ProblemPtr> row_bench_problems(const char* family, const BenchSelect& sel) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto& s : sel.shapes) shapes.push_back(parse_shape(s));
+  if (shapes.empty()) {
+    shapes = {{16384, 8192}};
+    if (!sel.quick) shapes.push_back({4, int64_t(1) << 26});
+  }
+  std::vector<DType> dtypes = sel.dtypes;
+  if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF32};
+  std::vector<ProblemPtr> out;
+  for (auto& s : shapes) {
+    if (s.size() != 2) HK_THROW(kValue, family, ": bench shape must be ROWSxD, got ", shape_to_string(s));
+    for (DType dt : dtypes) {
+      out.push_back(std::make_shared<ProblemT>(s[0], s[1], dt, false));
+      if (!sel.quick) out.push_back(std::make_shared<ProblemT>(s[0], s[1], dt, true));
+    }
+  }
+  return out;
+}
 
 }  // namespace hk::rows

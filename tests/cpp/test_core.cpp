@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "bench/bench.hpp"
 #include "bench/case.hpp"
@@ -147,5 +148,24 @@ TEST(Reference, GeluSpotValues) {
                                     : std::vector<double>{0, 0.8413447460685429, -0.15865525393145707, 2.99595030590511,
                                                           -0.00404969409489031, 0.34573123063700656, 10.0, -0.0};
     for (int i = 0; i < 8; ++i) EXPECT_NEAR(out[0].values[i], want[i], 1e-12) << p->key() << " x=" << in[0].values[i];
+  }
+}
+
+// Every family offers main-job and ladder problems with distinct keys (hk bench's input; it runs
+// only on a GPU, so this is where the lists themselves are checked).
+TEST(Registry, EveryFamilyHasBenchProblems) {
+  for (const hk::Family* f : hk::Registry::get().families()) {
+    for (bool quick : {true, false}) {
+      hk::BenchSelect sel;
+      sel.quick = quick;
+      auto probs = f->bench_problems(sel);
+      ASSERT_FALSE(probs.empty()) << f->name() << (quick ? " quick" : " full");
+      std::set<std::string> keys;
+      for (auto& p : probs) {
+        EXPECT_EQ(p->family(), f->name());
+        EXPECT_TRUE(keys.insert(p->key()).second) << f->name() << ": duplicate bench key " << p->key();
+        EXPECT_GT(p->bytes(), 0) << p->key();
+      }
+    }
   }
 }

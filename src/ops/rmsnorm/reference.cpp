@@ -195,23 +195,7 @@ class RmsNormFamily final : public Family {
     return out;
   }
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
-    std::vector<std::vector<int64_t>> shapes;
-    for (auto& s : sel.shapes) shapes.push_back(parse_shape(s));
-    if (shapes.empty()) {
-      shapes = {{16384, 8192}};
-      if (!sel.quick) shapes.push_back({4, int64_t(1) << 26});
-    }
-    std::vector<DType> dtypes = sel.dtypes;
-    if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF32};
-    std::vector<ProblemPtr> out;
-    for (auto& s : shapes) {
-      if (s.size() != 2) HK_THROW(kValue, "rmsnorm: bench shape must be ROWSxD, got ", shape_to_string(s));
-      for (DType dt : dtypes) {
-        out.push_back(std::make_shared<RmsNormProblem>(s[0], s[1], dt, false));
-        if (!sel.quick) out.push_back(std::make_shared<RmsNormProblem>(s[0], s[1], dt, true));
-      }
-    }
-    return out;
+    return rows::row_bench_problems<RmsNormProblem>("rmsnorm", sel);
   }
   // inputs {x, g} or, with backward=true, {x, g, rstd, dy}; eps (default 1e-6; the backward
   // does not use it); out_row_stride: the row stride of y or dx (default D, contiguous).
