@@ -16,6 +16,9 @@
 //                    the producer fetches the next tile while the consumers run the epilogue
 //   kTmaStore        the epilogue stages 64 x 128-byte chunks of C in swizzled shared memory
 //                    and writes them with TMA stores (coalesced, asynchronous)
+//   kMmaInFlight = 1 a consumer keeps one k-block's wgmma group in flight while it issues the
+//                    next (wgmma.wait_group 1), and hands each slot back one k-block later;
+//                    with 0 it waits for every group (wait_group 0) before the next k-block
 // Every rung takes every layout: K-major operands are one TMA box per slot, MN-major operands
 // (column-major A, row-major B) are 64-wide boxes side by side, read by wgmma's transpose mode.
 // Tails: TMA zero-fills out-of-bounds loads and drops out-of-bounds stores; boxes that would lie
@@ -38,7 +41,8 @@
 
 namespace hk::gemm_impl {
 
-template <int kBlockN_, int kStages_, bool kSetMaxNReg_, int kCluster_, bool kPersistent_, bool kTmaStore_>
+template <int kBlockN_, int kStages_, bool kSetMaxNReg_, int kCluster_, bool kPersistent_, bool kTmaStore_,
+          int kMmaInFlight_ = 0>
 struct HopperConfig {
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows (the wgmma M)
   static constexpr int kBlockN = kBlockN_;
@@ -48,6 +52,9 @@ struct HopperConfig {
   static constexpr int kCluster = kCluster_;
   static constexpr bool kPersistent = kPersistent_;
   static constexpr bool kTmaStore = kTmaStore_;
+  static constexpr int kMmaInFlight = kMmaInFlight_;
+  static_assert(kMmaInFlight == 0 || kMmaInFlight == 1, "wgmma groups in flight across k-blocks: 0 or 1");
+  static_assert(kMmaInFlight == 0 || kStages_ >= 2, "a slot is released one k-block late: needs 2+ stages");
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kGroup = kPersistent ? 8 : 1;  // unit-rows per L2 group (tile_scheduler.hpp)
@@ -213,6 +220,14 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
     const int cw = wg - 1;  // 64-row half of the tile
     float acc[kBN / 2];     // (64, kBN) f32 accumulators, fragment layout in wgmma.cuh
     int it = 0;
+    // This warp is done reading slot s: lane r tells CTA r's producer.
+    auto release = [&](int s) {
+      if constexpr (kC == 1) {
+        if (t % 32 == 0) ptx::mbar_arrive(&empty[s]);
+      } else {
+        if (t % 32 < kC) ptx::mbar_arrive_cluster(&empty[s], t % 32);
+      }
+    };
     for (int64_t u = blockIdx.x / kC; u < units; u += unit_step) {
       const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
@@ -231,14 +246,21 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
           wgmma_tile<kBN, T, kAMn, kBMn>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
         }
         ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<0>();
-        ptx::wgmma_fence_operands(acc);
-        // This warp is done reading slot s: lane r tells CTA r's producer.
-        if constexpr (kC == 1) {
-          if (t % 32 == 0) ptx::mbar_arrive(&empty[s]);
+        if constexpr (Cfg::kMmaInFlight == 0) {
+          ptx::wgmma_wait_group<0>();
+          ptx::wgmma_fence_operands(acc);
+          release(s);
         } else {
-          if (t % 32 < kC) ptx::mbar_arrive_cluster(&empty[s], t % 32);
+          // k-block kb's group stays in flight; kb - 1's has finished reading its slot.
+          ptx::wgmma_wait_group<1>();
+          ptx::wgmma_fence_operands(acc);
+          if (kb > 0) release((it - 1) % kS);
         }
+      }
+      if constexpr (Cfg::kMmaInFlight == 1) {
+        ptx::wgmma_wait_group<0>();  // the accumulators are complete before the epilogue reads them
+        ptx::wgmma_fence_operands(acc);
+        if (k_blocks > 0) release((it - 1) % kS);
       }
       const int64_t m_tile = tc.m_block * Cfg::kBlockM + cw * 64, n0 = tc.n_block * kBN;
       if constexpr (Cfg::kTmaStore) {
