@@ -9,6 +9,9 @@
 #   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,profile,microbench
 #                   (the build always runs; it is incremental). The device tool allows 10 minutes
 #                   per command: split a full check into two calls with --only.
+#   HK_DEADLINE_S   seconds after which no stage starts and a running one is stopped (default:
+#                   570 when $OUT is set, as on the device tool, else none), so a call that runs
+#                   long still returns its logs and summary instead of being killed with them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
@@ -36,6 +39,14 @@ trap finish EXIT
 summary="$LOGS/summary.txt"; : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
 t0=$(date +%s)
+deadline=${HK_DEADLINE_S:-$([[ -n ${OUT:-} ]] && echo 570 || echo 0)}
+# run CMD... under the deadline: skipped (rc 125) when under 20 s remain, else `timeout`ed
+budget() {
+  if [[ $deadline -eq 0 ]]; then "$@"; return; fi
+  local left=$(( deadline - ($(date +%s) - t0) ))
+  if [[ $left -lt 20 ]]; then echo "gpu-check: deadline reached, skipped: $*" >&2; return 125; fi
+  timeout --signal=INT --kill-after=10 "$left" "$@"
+}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$LOGS/nvidia-smi.txt" 2>&1
 say "gpu: $(tail -1 "$LOGS/nvidia-smi.txt")"
@@ -51,7 +62,7 @@ grep -E "spill|stack frame|lmem" "$LOGS/build.log" | sort -u >"$LOGS/ptxas-notes
 
 # 2. every GPU test, one process (the ctest entries are the same cases, one process each)
 if want tests; then
-"$build/tests/cpp/hk_tests" --gtest_output="json:$LOGS/tests.json" >"$LOGS/tests.log" 2>&1
+budget "$build/tests/cpp/hk_tests" --gtest_output="json:$LOGS/tests.json" >"$LOGS/tests.log" 2>&1
 rc=$?
 say "tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]+' "$LOGS/tests.log" | tr '\n' ' ')"
 grep -E "^\[  FAILED  \]" "$LOGS/tests.log" | head -20 | tee -a "$summary"
@@ -61,49 +72,49 @@ fi
 # 3. sanitizer sweep
 if want sanitize; then
   # every 3rd case of each variant by default: the whole sweep outlasts one 10-minute device call
-  HK_SANITIZE_STRIDE=${HK_SANITIZE_STRIDE:-3} scripts/sanitize.sh "$build" "$LOGS/sanitize" >/dev/null 2>&1
+  HK_SANITIZE_STRIDE=${HK_SANITIZE_STRIDE:-3} budget scripts/sanitize.sh "$build" "$LOGS/sanitize" >/dev/null 2>&1
   say "sanitize: rc=$?"; sed 's/^/  /' "$LOGS/sanitize/summary.txt" | tee -a "$summary"
 fi
 
 # 4. Python tests against torch (when the package is built)
 if want python && [[ -f tests/python/conftest.py ]]; then
-  scripts/python-check.sh "$LOGS" >"$LOGS/python.log" 2>&1
+  budget scripts/python-check.sh "$LOGS" >"$LOGS/python.log" 2>&1
   say "python: rc=$? $(tail -1 "$LOGS/python.log")"
 fi
 
 # 5. the main job, then the family ladders
-"$build/hk" info >"$LOGS/info.txt" 2>&1
+budget "$build/hk" info >"$LOGS/info.txt" 2>&1
 sed -n '/measured ceilings/,$p' "$LOGS/info.txt" | tee -a "$summary"
 if want bench; then
-  "$build/hk" bench --json "$LOGS/bench-quick.json" >"$LOGS/bench-quick.md" 2>"$LOGS/bench-quick.err"
+  budget "$build/hk" bench --json "$LOGS/bench-quick.json" >"$LOGS/bench-quick.md" 2>"$LOGS/bench-quick.err"
   say "hk bench (quick suite): rc=$?"
 fi
 if want ladders; then
   # every family's whole ladder, one JSON (the tool returns at most 8 files)
-  "$build/hk" bench $("$build/hk" list --names | grep -v '^gemm$') --budget-ms "${HK_BUDGET_MS:-400}" \
+  budget "$build/hk" bench $("$build/hk" list --names | grep -v '^gemm$') --budget-ms "${HK_BUDGET_MS:-400}" \
     --json "$LOGS/bench-all.json" >"$LOGS/bench-all.md" 2>"$LOGS/bench-all.err"
   say "hk bench (all families but gemm): rc=$?"
   # gemm: the tensor-core rungs on every bench shape; the CUDA-core rungs (seconds per run at
   # 16384^3) at 2048^3 only
-  "$build/hk" bench gemm --variant 'v0[789]*,v1*' --dtype "${HK_GEMM_DTYPES:-bf16,f16}" --budget-ms "${HK_BUDGET_MS:-400}" \
+  budget "$build/hk" bench gemm --variant 'v0[789]*,v1*' --dtype "${HK_GEMM_DTYPES:-bf16,f16}" --budget-ms "${HK_BUDGET_MS:-400}" \
     --json "$LOGS/bench-gemm.json" >"$LOGS/bench-gemm.md" 2>"$LOGS/bench-gemm.err"
   say "hk bench gemm (tensor-core rungs): rc=$?"
-  "$build/hk" bench gemm --variant 'v0[1-4]*' --shape 2048x2048x2048 --dtype bf16 --budget-ms 300 \
+  budget "$build/hk" bench gemm --variant 'v0[1-4]*' --shape 2048x2048x2048 --dtype bf16 --budget-ms 300 \
     --json "$LOGS/bench-gemm-cudacore.json" >"$LOGS/bench-gemm-cudacore.md" 2>"$LOGS/bench-gemm-cudacore.err"
   say "hk bench gemm (CUDA-core rungs, 2048^3): rc=$?"
 fi
 # 6. profiling: the CUPTI table, the unfused-vs-fused comparison, one ncu run
 if want profile; then
-  { "$build/hk" profile gelu && "$build/hk" profile compare gelu; } >"$LOGS/profile.txt" 2>&1
+  { budget "$build/hk" profile gelu && budget "$build/hk" profile compare gelu; } >"$LOGS/profile.txt" 2>&1
   say "hk profile gelu + compare: rc=$?"
   grep -A12 -E "^hk profile compare|kernels/op" "$LOGS/profile.txt" | head -14 | tee -a "$summary"
-  timeout 240 "$build/hk" profile --ncu gelu --variant v03_vectorized --problem '*bf16*' >"$LOGS/ncu.txt" 2>&1
+  budget timeout 240 "$build/hk" profile --ncu gelu --variant v03_vectorized --problem '*bf16*' >"$LOGS/ncu.txt" 2>&1
   say "hk profile --ncu gelu v03_vectorized: rc=$?"
   grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|^  [a-z_]+.*kernel" "$LOGS/ncu.txt" | head -12 | tee -a "$summary"
 fi
 # 7. hardware experiments (when built)
 if want microbench && "$build/hk" microbench --list >/dev/null 2>&1; then
-  timeout 300 "$build/hk" microbench --json "$LOGS/bench-microbench.json" >"$LOGS/microbench.md" 2>&1
+  budget timeout 300 "$build/hk" microbench --json "$LOGS/bench-microbench.json" >"$LOGS/microbench.md" 2>&1
   say "hk microbench: rc=$?"
 fi
 say "total: $(( $(date +%s) - t0 ))s"
