@@ -13,6 +13,14 @@ Errors from C++ arrive as ValueError / TypeError / NotImplementedError / Runtime
 C++ message. The package imports without torch (registry + NumPy path).
 """
 
+try:
+    # torch first, as for any torch extension: its CUDA libraries (cudart, cuBLAS, CUPTI from its
+    # wheels) are then the ones in the process and ours bind to them by soname. Loaded the other
+    # way round, torch ran on the toolkit's older copies and the process aborted at exit
+    # ("free(): invalid pointer") on the GPU box.
+    import torch as _torch_first  # noqa: F401
+except ImportError:
+    pass
 from ._C import __version__, git_sha
 from ._core import VariantInfo, bench, families, problem, reference, run, supports, variants
 from ._core import torch as _torch

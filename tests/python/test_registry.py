@@ -100,3 +100,20 @@ def test_imports_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok hk.run needs torch")
+
+
+@pytest.mark.parametrize("code", [
+    "import hopperkit",
+    "import hopperkit, torch",
+    "import torch, hopperkit",
+    "import hopperkit as hk, numpy as np; hk.gelu(np.ones(3, np.float32))",
+    "import hopperkit as hk, torch; hk.gelu(torch.ones(8, device='cuda')); torch.cuda.synchronize()",
+])
+def test_interpreter_exits_cleanly(code):
+    # Library load order and static destructors: an abort at exit fails every script using us.
+    if "torch" in code:
+        torch = pytest.importorskip("torch")
+        if "cuda" in code and not torch.cuda.is_available():
+            pytest.skip("torch sees no CUDA device")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, f"{code!r} exited {out.returncode}: {out.stderr[-2000:]}"
