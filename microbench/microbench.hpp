@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -67,7 +68,9 @@ struct Table {
 };
 
 struct Result {
-  std::vector<Table> tables;
+  // A deque: experiments keep `Table&` from emplace_back while adding more tables, which a
+  // vector's reallocation would leave dangling (the heap corruption of the first GPU run).
+  std::deque<Table> tables;
 };
 
 using RunFn = Result (*)(const Options&);

@@ -24,18 +24,29 @@ if [[ $stride -gt 1 ]]; then
     { if (i % s == 0) names = names (names ? ":" : "") suite $1; i++ }
     END { print names }')
 fi
+# initcheck does not see cuBLAS's own kernels write the f32 workspace that baseline_cublas's
+# epilogue kernel then reads (session 2, device call 2: 634k "uninitialized" reads; every printed
+# one was in that kernel, on cases whose every output element matched the fp64 reference).
+initcheck_filter=$filter
+if [[ $filter == *:-* ]]; then initcheck_filter+=':gemm/baseline_cublas.*'; else initcheck_filter+=':-gemm/baseline_cublas.*'; fi
 IFS=, read -ra tools <<<"${HK_SANITIZE_TOOLS:-memcheck,racecheck,initcheck,synccheck}"
 for tool in "${tools[@]}"; do
   extra=()
   [[ $tool == memcheck ]] && extra=(--leak-check full)
+  tool_filter=$filter
+  [[ $tool == initcheck ]] && tool_filter=$initcheck_filter
   # initcheck: cudaMallocAsync pools report false positives on reuse; the harness poisons every
   # output, so uninitialised reads of *outputs* are impossible and inputs are always uploaded.
-  compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 20 \
-    "$bin" --gtest_filter="$filter" --gtest_brief=1 >"$logs/$tool.log" 2>&1
+  compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 200 \
+    "$bin" --gtest_filter="$tool_filter" --gtest_brief=1 >"$logs/$tool.log" 2>&1
   rc=$?
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$tool.log" | tail -1)
   tests=$(grep -E "^\[  (PASSED|FAILED)  \]" "$logs/$tool.log" | tr '\n' ' ')
   printf '%-10s rc=%-3s %s %s\n' "$tool" "$rc" "${summary:-no summary}" "$tests" | tee -a "$logs/summary.txt"
+  # where the (printed) errors are: the kernel or allocation site of each, counted
+  grep -A1 -E "^========= (Invalid|Uninitialized|Leaked|Race|Barrier|Warning|Error)" "$logs/$tool.log" |
+    grep -oE "^=========     at [^(]+|^=========     Saved host backtrace up to driver entry point at allocation" |
+    sed 's/^=========     //' | sort | uniq -c | sort -rn | head -8 | sed 's/^/             /' | tee -a "$logs/summary.txt"
   [[ $rc -ne 0 ]] && status=1
 done
 exit $status

@@ -52,4 +52,10 @@ struct Ceilings {
 // Measures when no cached value exists or `remeasure` is set. Needs a GPU.
 Ceilings measured_ceilings(bool remeasure = false);
 
+// Frees what ops cache for the life of the process (cuBLAS handles, the cuBLASLt workspace and
+// plans). Optional: for a leak-free `compute-sanitizer --leak-check full` run, or before the
+// CUDA context is torn down by the application. Not concurrent with running ops; later ops
+// rebuild what they need.
+void release_cached_resources();
+
 }  // namespace hk

@@ -414,3 +414,23 @@ TEST(GemmTileScheduler, CoversEveryTileOnceInGroupedOrder) {
                                                    {2, 0}, {3, 0}, {2, 1}, {3, 1}, {2, 2}, {3, 2}};
   EXPECT_EQ(order, want);
 }
+
+// The cuBLAS peers cache handles, a workspace and plans; release_cached_resources() frees them
+// (leak-free sanitizer runs) and the next call must build them again and still be right.
+TEST(GemmBaselines, RunAgainAfterReleaseCachedResources) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  auto p = std::make_shared<hk::GemmProblem>(136, 264, 512, 2, DType::kBF16, DType::kBF16, false, true);
+  p->act = hk::GemmActivation::kGelu;
+  p->has_bias = true;
+  hk::bench::Case c(p, 11);
+  for (const char* name : {"baseline_cublas", "baseline_cublaslt"}) {
+    const hk::Variant* v = hk::Registry::get().variant("gemm", name);
+    ASSERT_NE(v, nullptr) << name;
+    for (int round = 0; round < 2; ++round) {
+      auto r = c.run_and_check(*v);
+      EXPECT_TRUE(r.ok) << name << " round " << round << ": " << r.message;
+      hk::release_cached_resources();
+    }
+  }
+}

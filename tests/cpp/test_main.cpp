@@ -2,6 +2,8 @@
 // registry (DESIGN.md §5), then runs everything. Without a GPU those tests skip with the reason.
 #include <gtest/gtest.h>
 
+#include "hk/device.hpp"
+
 #include <cctype>
 #include <chrono>
 #include <random>
@@ -60,5 +62,8 @@ void register_variant_tests() {
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   register_variant_tests();
-  return RUN_ALL_TESTS();
+  const int rc = RUN_ALL_TESTS();
+  // cuBLAS handles, the cuBLASLt workspace: freed so that `--leak-check full` reports only leaks.
+  hk::release_cached_resources();
+  return rc;
 }

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
+#include <exception>
 #include <fstream>
 
 #include "bench/bench.hpp"
@@ -57,11 +59,16 @@ int cmd_microbench(const std::vector<std::string>& names, const std::string& jso
       j["error"] = err.what();
       fmt::print("{} FAILED: {} error: {}\n", e.name, hk::to_string(err.kind()), err.what());
       cudaGetLastError();  // a launch-configuration error is not sticky; clear it for the next one
+    } catch (const std::exception& err) {
+      ++failed;
+      j["error"] = err.what();
+      fmt::print("{} FAILED: {}\n", e.name, err.what());
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     j["seconds"] = seconds;
     j["clocks_after"] = clocks_json();
     fmt::print("({} took {:.1f} s)\n", e.name, seconds);
+    std::fflush(stdout);  // a table printed is a table kept, whatever the next experiment does
     arr.push_back(j);
   }
   fmt::print("\nhk microbench: {} experiment(s) in {:.1f} s, {} failed\n", chosen.size(),

@@ -12,6 +12,7 @@
 #include <climits>
 
 #include "common/launch.cuh"
+#include "core/cublas.hpp"
 #include "gemm/epilogue.cuh"
 
 namespace hk {
@@ -22,17 +23,6 @@ constexpr int kThreads = 256;
 void check_cublas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
     HK_THROW(kCuda, "gemm/baseline_cublas: ", what, " failed: ", cublasGetStatusString(s));
-}
-
-cublasHandle_t handle() {
-  // One handle per host thread (cuBLAS handles are not thread-safe); it lives as long as the
-  // thread, as cuBLAS recommends.
-  thread_local cublasHandle_t h = [] {
-    cublasHandle_t x = nullptr;
-    check_cublas(cublasCreate(&x), "cublasCreate");
-    return x;
-  }();
-  return h;
 }
 
 cudaDataType_t cuda_type(DType dt) {
@@ -53,7 +43,7 @@ __global__ void __launch_bounds__(kThreads) gemm_baseline_cublas_epilogue_kernel
 }
 
 void gemm_baseline_cublas_launch(const GemmArgs& g, cudaStream_t stream) {
-  cublasHandle_t h = handle();
+  cublasHandle_t h = detail::cublas_handle();
   check_cublas(cublasSetStream(h, stream), "cublasSetStream");
   const bool fused = g.c_in || g.bias || g.act != GemmActivation::kNone;
   float* ws = nullptr;

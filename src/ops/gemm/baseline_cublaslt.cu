@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "common/launch.cuh"
+#include "core/cublas.hpp"
 #include "gemm/epilogue.cuh"
 
 namespace hk {
@@ -41,26 +42,46 @@ int pointer_alignment(const void* p) {
   return a;
 }
 
-// Descriptors and the chosen algorithm for one problem; kept for the life of the process (a
-// plan cache: freeing at exit would race the CUDA context's own teardown).
+// Descriptors and the chosen algorithm for one problem, cached until
+// hk::release_cached_resources().
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
 
+// The handle, the workspace and the plans: built on first use, guarded by `mu` (a plan's bias
+// pointer is set per call on the shared descriptor).
 struct Lt {
+  std::mutex mu;
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   std::map<std::string, Plan> plans;
-  std::mutex mu;
+
+  void ensure() {  // under mu
+    if (handle) return;
+    check_lt(cublasLtCreate(&handle), "cublasLtCreate");
+    HK_CHECK_CUDA(cudaMalloc(&workspace, kWorkspaceBytes));
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [key, p] : plans) {
+      for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c, p.d}) cublasLtMatrixLayoutDestroy(l);
+      cublasLtMatmulDescDestroy(p.op);
+    }
+    plans.clear();
+    if (workspace) cudaFree(workspace);
+    if (handle) cublasLtDestroy(handle);
+    workspace = nullptr;
+    handle = nullptr;
+  }
 };
 
+// Never destroyed (see core/cublas.cpp); emptied by hk::release_cached_resources().
 Lt& lt() {
   static Lt* state = [] {
     auto* s = new Lt;
-    check_lt(cublasLtCreate(&s->handle), "cublasLtCreate");
-    HK_CHECK_CUDA(cudaMalloc(&s->workspace, kWorkspaceBytes));
+    detail::on_release([s] { s->release(); });
     return s;
   }();
   return *state;
@@ -78,6 +99,7 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols,
   return l;
 }
 
+// Under lt().mu, after ensure().
 Plan make_plan(const GemmArgs& g, int align_a, int align_b, int align_c, int align_d) {
   Lt& s = lt();
   Plan p;
@@ -147,6 +169,7 @@ void gemm_baseline_cublaslt_launch(const GemmArgs& g, cudaStream_t stream) {
   Plan plan;
   {
     std::lock_guard<std::mutex> lock(s.mu);
+    s.ensure();
     auto it = s.plans.find(key);
     if (it == s.plans.end()) it = s.plans.emplace(key, make_plan(g, al_a, al_b, al_c, al_d)).first;
     plan = it->second;

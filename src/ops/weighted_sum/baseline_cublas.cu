@@ -11,30 +11,12 @@
 // Run:   hk bench weighted_sum --variant baseline_cublas --shape 16384x8192
 #include <cublas_v2.h>
 
-#include <map>
-#include <mutex>
-
 #include "common/launch.cuh"
+#include "core/cublas.hpp"
 #include "weighted_sum/weighted_sum_op.hpp"
 
 namespace hk {
 namespace {
-
-// One handle per device for the process; cublasSetStream before each call.
-cublasHandle_t handle() {
-  static std::mutex mu;
-  static std::map<int, cublasHandle_t> handles;
-  int dev = 0;
-  HK_CHECK_CUDA(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = handles.find(dev);
-  if (it != handles.end()) return it->second;
-  cublasHandle_t h = nullptr;
-  cublasStatus_t st = cublasCreate(&h);
-  if (st != CUBLAS_STATUS_SUCCESS) HK_THROW(kCuda, "weighted_sum/baseline_cublas: cublasCreate failed with status ", int(st));
-  handles[dev] = h;
-  return h;
-}
 
 void check(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS) HK_THROW(kCuda, "weighted_sum/baseline_cublas: ", what, " failed with status ", int(st));
@@ -50,7 +32,7 @@ cudaDataType_t cuda_type(DType dt) {
 }
 
 void weighted_sum_cublas_launch(const WeightedSumArgs& a, cudaStream_t stream) {
-  cublasHandle_t h = handle();
+  cublasHandle_t h = detail::cublas_handle();
   check(cublasSetStream(h, stream), "cublasSetStream");
   const cudaDataType_t t = cuda_type(a.dtype);
   const float one = 1.f, zero = 0.f;
