@@ -47,4 +47,16 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" : : "r"(remote) : "memory");
 }
 
+// The same arrival with the instruction's default semantics (release at CTA scope), as CUTLASS's
+// ClusterBarrier::arrive(cta_id) issues it. ptxas lowers the cluster-scope release above to
+// MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before the arrive; this form is a bare SYNCS.ARRIVE. It is
+// enough when what the arrival hands over are reads already known complete, e.g. wgmma's reads of
+// a pipeline slot after wgmma.wait_group: the peer's next TMA write to the slot is ordered after
+// them by the barrier alone.
+__device__ __forceinline__ void mbar_arrive_cluster_cta(uint64_t* bar, uint32_t cta_rank) {
+  uint32_t local = static_cast<uint32_t>(__cvta_generic_to_shared(bar)), remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(cta_rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" : : "r"(remote) : "memory");
+}
+
 }  // namespace hk::ptx

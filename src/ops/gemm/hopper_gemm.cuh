@@ -19,6 +19,12 @@
 //   kMmaInFlight = 1 a consumer keeps one k-block's wgmma group in flight while it issues the
 //                    next (wgmma.wait_group 1), and hands each slot back one k-block later;
 //                    with 0 it waits for every group (wait_group 0) before the next k-block
+//   kCtaRelease      with kCluster > 1, slots go back to the producers with a CTA-scope release
+//                    arrive (a bare SYNCS.ARRIVE) instead of a cluster-scope one, which ptxas
+//                    precedes with MEMBAR.ALL.GPU in every consumer warp on every k-block
+//   kPlainEpilogue   when the problem has no C_in, bias or activation, the TMA-store epilogue
+//                    is a branch-free c = alpha acc (output type fixed at compile time, no
+//                    per-element bounds checks or 64-bit indexing: TMA drops what lies outside)
 // Every rung takes every layout: K-major operands are one TMA box per slot, MN-major operands
 // (column-major A, row-major B) are 64-wide boxes side by side, read by wgmma's transpose mode.
 // Tails: TMA zero-fills out-of-bounds loads and drops out-of-bounds stores; boxes that would lie
@@ -30,6 +36,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <type_traits>
 
 #include "common/launch.cuh"
 #include "common/ptx/cluster.cuh"
@@ -42,7 +49,7 @@
 namespace hk::gemm_impl {
 
 template <int kBlockN_, int kStages_, bool kSetMaxNReg_, int kCluster_, bool kPersistent_, bool kTmaStore_,
-          int kMmaInFlight_ = 0>
+          int kMmaInFlight_ = 0, bool kCtaRelease_ = false, bool kPlainEpilogue_ = false>
 struct HopperConfig {
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows (the wgmma M)
   static constexpr int kBlockN = kBlockN_;
@@ -53,6 +60,9 @@ struct HopperConfig {
   static constexpr bool kPersistent = kPersistent_;
   static constexpr bool kTmaStore = kTmaStore_;
   static constexpr int kMmaInFlight = kMmaInFlight_;
+  static constexpr bool kCtaRelease = kCtaRelease_;
+  static constexpr bool kPlainEpilogue = kPlainEpilogue_;
+  static_assert(!kPlainEpilogue || kTmaStore_, "the plain epilogue is a TMA-store epilogue");
   static_assert(kMmaInFlight == 0 || kMmaInFlight == 1, "wgmma groups in flight across k-blocks: 0 or 1");
   static_assert(kMmaInFlight == 0 || kStages_ >= 2, "a slot is released one k-block late: needs 2+ stages");
   static constexpr int kConsumers = 2;
@@ -125,6 +135,50 @@ __device__ __forceinline__ void epilogue_tma_store(const GemmArgs& g, float (&ac
     ptx::fence_proxy_async_smem();  // generic-proxy writes -> visible to the TMA engine
     named_barrier_sync(1 + cw, 128);
     if (t == 0 && m_tile < g.m && n0 + c * kCols < g.n) {
+      ptx::tma_store_3d(tma_c, buf, static_cast<int32_t>(n0 + c * kCols), static_cast<int32_t>(m_tile),
+                        static_cast<int32_t>(bz));
+      ptx::bulk_commit_group();
+    }
+  }
+}
+
+// The same chunked TMA-store epilogue for problems without C_in, bias or activation: c = alpha
+// acc converted to OutT. Rows and columns past M and N are written to shared memory like the
+// rest (they hold alpha times zero-filled or clamped-box products, finite) and dropped by TMA.
+template <class OutT, class Cfg>
+__device__ __forceinline__ void epilogue_tma_store_plain(float alpha, int64_t m, int64_t n,
+                                                         float (&acc)[Cfg::kBlockN / 2], uint8_t* cbuf,
+                                                         const CUtensorMap* tma_c, int64_t bz, int64_t m_tile,
+                                                         int64_t n0, int cw, int t) {
+  constexpr int kE = static_cast<int>(sizeof(OutT));
+  constexpr int kCols = 128 / kE;
+  constexpr int kJPer = kCols / 8;
+  const int w = t / 32, l = t % 32;
+#pragma unroll
+  for (int c = 0; c < Cfg::kBlockN / kCols; ++c) {
+    uint8_t* buf = cbuf + (c & 1) * Cfg::kCChunkBytes;
+    if (t == 0) ptx::bulk_wait_group_read<1>();  // this buffer's previous store has read it
+    named_barrier_sync(1 + cw, 128);
+#pragma unroll
+    for (int jl = 0; jl < kJPer; ++jl) {
+      const int j = c * kJPer + jl;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t r = w * 16 + l / 4 + 8 * h, colc = jl * 8 + (l % 4) * 2;
+        const float v0 = alpha * acc[4 * j + 2 * h], v1 = alpha * acc[4 * j + 2 * h + 1];
+        const uint32_t off = ptx::swizzle_128b_offset(r, colc * kE);
+        if constexpr (kE == 4) {
+          *reinterpret_cast<float2*>(buf + off) = make_float2(v0, v1);
+        } else if constexpr (std::is_same_v<OutT, __half>) {
+          *reinterpret_cast<__half2*>(buf + off) = __floats2half2_rn(v0, v1);
+        } else {
+          *reinterpret_cast<__nv_bfloat162*>(buf + off) = __floats2bfloat162_rn(v0, v1);
+        }
+      }
+    }
+    ptx::fence_proxy_async_smem();  // generic-proxy writes -> visible to the TMA engine
+    named_barrier_sync(1 + cw, 128);
+    if (t == 0 && m_tile < m && n0 + c * kCols < n) {
       ptx::tma_store_3d(tma_c, buf, static_cast<int32_t>(n0 + c * kCols), static_cast<int32_t>(m_tile),
                         static_cast<int32_t>(bz));
       ptx::bulk_commit_group();
@@ -224,6 +278,8 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
     auto release = [&](int s) {
       if constexpr (kC == 1) {
         if (t % 32 == 0) ptx::mbar_arrive(&empty[s]);
+      } else if constexpr (Cfg::kCtaRelease) {
+        if (t % 32 < kC) ptx::mbar_arrive_cluster_cta(&empty[s], t % 32);
       } else {
         if (t % 32 < kC) ptx::mbar_arrive_cluster(&empty[s], t % 32);
       }
@@ -265,7 +321,15 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
       const int64_t m_tile = tc.m_block * Cfg::kBlockM + cw * 64, n0 = tc.n_block * kBN;
       if constexpr (Cfg::kTmaStore) {
         uint8_t* cbuf = sc + cw * 2 * Cfg::kCChunkBytes;
-        if (g.out_dtype == DType::kF32) epilogue_tma_store<4, Cfg>(g, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw, t);
+        if (Cfg::kPlainEpilogue && !g.c_in && !g.bias && g.act == GemmActivation::kNone) {
+          auto store = [&](auto out) {
+            epilogue_tma_store_plain<decltype(out), Cfg>(g.alpha, g.m, g.n, acc, cbuf, tma_c, tc.batch, m_tile, n0,
+                                                         cw, t);
+          };
+          if (g.out_dtype == DType::kF32) store(float{});
+          else if (g.out_dtype == DType::kF16) store(__half{});
+          else store(__nv_bfloat16{});
+        } else if (g.out_dtype == DType::kF32) epilogue_tma_store<4, Cfg>(g, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw, t);
         else epilogue_tma_store<2, Cfg>(g, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw, t);
       } else {
         const int w = t / 32, l = t % 32;
