@@ -14,13 +14,39 @@
 
 namespace hk::bench {
 
+// One bracket class "[...]" at pat[p] ('[' included): whether it matches c, and where it ends.
+// "[!...]" negates; "a-z" is a range. An unclosed '[' is an ordinary character.
+static bool class_match(std::string_view pat, size_t p, char c, size_t& end) {
+  size_t q = p + 1;
+  bool negate = q < pat.size() && pat[q] == '!';
+  if (negate) ++q;
+  bool hit = false;
+  for (size_t first = q; q < pat.size() && (pat[q] != ']' || q == first); ++q) {
+    if (q + 2 < pat.size() && pat[q + 1] == '-' && pat[q + 2] != ']') {
+      hit |= pat[q] <= c && c <= pat[q + 2];
+      q += 2;
+    } else {
+      hit |= pat[q] == c;
+    }
+  }
+  if (q >= pat.size()) {  // unclosed: a literal '['
+    end = p + 1;
+    return c == '[';
+  }
+  end = q + 1;
+  return hit != negate;
+}
+
 bool glob_match(std::string_view pat, std::string_view s) {
-  // '*' and '?' only; iterative with backtracking to the last star.
+  // '*', '?' and '[...]' classes (as in the shell); iterative, backtracking to the last star.
   size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
   while (t < s.size()) {
-    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[t])) { ++p; ++t; }
-    else if (p < pat.size() && pat[p] == '*') { star = p++; mark = t; }
-    else if (star != std::string_view::npos) { p = star + 1; t = ++mark; }
+    size_t next = 0;
+    if (p < pat.size() && pat[p] == '*') { star = p++; mark = t; continue; }
+    if (p < pat.size() && (pat[p] == '?' || (pat[p] == '[' ? class_match(pat, p, s[t], next) : pat[p] == s[t]))) {
+      p = next ? next : p + 1;
+      ++t;
+    } else if (star != std::string_view::npos) { p = star + 1; t = ++mark; }
     else return false;
   }
   while (p < pat.size() && pat[p] == '*') ++p;

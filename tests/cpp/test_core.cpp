@@ -101,6 +101,18 @@ TEST(Bench, Glob) {
   EXPECT_TRUE(hk::bench::glob_match("*vector*", "v03_vectorized"));
   EXPECT_TRUE(hk::bench::glob_match("v0?_fused", "v02_fused"));
   EXPECT_FALSE(hk::bench::glob_match("v01*", "v02_fused"));
+  // Bracket classes, as the docs' examples use them ('v0[789]*,v1*'): a failed match here once
+  // made a benchmark call time only the baseline.
+  EXPECT_TRUE(hk::bench::glob_match("v1[23]*", "v12_tma_store_epilogue"));
+  EXPECT_TRUE(hk::bench::glob_match("v1[23]*", "v13_wgmma_in_flight"));
+  EXPECT_FALSE(hk::bench::glob_match("v1[23]*", "v14_lean_sync_epilogue"));
+  EXPECT_TRUE(hk::bench::glob_match("v0[7-9]*", "v08_wgmma_tma_pipeline"));
+  EXPECT_FALSE(hk::bench::glob_match("v0[7-9]*", "v06_mma_sync_ldmatrix"));
+  EXPECT_TRUE(hk::bench::glob_match("v0[!1-4]*", "v05_vectorized_cp_async"));
+  EXPECT_FALSE(hk::bench::glob_match("v0[!1-4]*", "v03_smem_tiling"));
+  EXPECT_TRUE(hk::bench::glob_match("*[0-9]", "m4096"));
+  EXPECT_TRUE(hk::bench::glob_match("a[b", "a[b"));  // unclosed: literal
+  EXPECT_TRUE(hk::bench::glob_match("[]]x", "]x"));  // ']' first in a class is a member
 }
 
 // Registration must survive linking (OBJECT libraries): a dropped rung fails here.
