@@ -1,6 +1,6 @@
 // rmsnorm/v05_pipelined_rows.cu
 //
-// Rung 5 (forward, >= 512 rows of up to 2048 16-byte vectors): v03's row in registers, with g's
+// Rung 5 (forward, >= 512 rows of 129..2048 16-byte vectors): v03's row in registers, with g's
 // slice held in registers for every row and the next row's loads in flight while this row is
 // reduced and written. A resident grid of 256-thread blocks grid-strides over rows; thread t
 // owns the kPer 16-byte vectors t, t + 256, ... of every row (common/row_slice.cuh).
@@ -12,9 +12,9 @@
 // threads x 64 B = 64 KiB per SM at bf16 8192; 2 x 256 x 128 B = 64 KiB at f32 8192), the sum
 // of squares is one barrier (double-buffered warp slots), and g is never reloaded.
 // Math as v03: ss in f32, rstd = rsqrt(ss / D + eps), y = x * rstd * g, rstd stored per row.
-// Needs: forward; 16-byte aligned row starts (base and row strides); D a multiple of 16 bytes
-// and <= 256 x 8 x 16 bytes; rows >= 512 (fewer leave SMs idle). Otherwise supports() says
-// why and the public op runs v03.
+// Needs: forward; 16-byte aligned row starts (base and row strides); D a multiple of 16 bytes,
+// > 128 and <= 2048 16-byte vectors; rows >= 512 (fewer leave SMs idle). Otherwise
+// supports() says why and the public op runs v03.
 // Run:   hk bench rmsnorm --variant v05_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -29,6 +29,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxPer = 8;  // 16-byte vectors per thread per row: g slice + two rows = 96 registers
 constexpr int64_t kMinRows = 512;
+constexpr int64_t kMinVecs = 128;  // rows of at most this many vectors: a warp per row elsewhere
 
 // Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
 // threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
@@ -117,6 +118,9 @@ std::string rmsnorm_v05_supports(const RmsNormProblem& p) {
   if (p.dim > max_dim)
     return "rows of " + std::to_string(p.dim) + " elements do not fit in registers (at most " +
            std::to_string(max_dim) + ": 256 threads x 8 vectors of 16 bytes)";
+  if (p.dim * (dtype_bits(p.dtype) / 8) <= 16 * kMinVecs)
+    return "rows of <= " + std::to_string(kMinVecs) + " 16-byte vectors leave most of a 256-thread block idle (" +
+           "v03 runs them warp-per-row)";
   if (p.rows < kMinRows)
     return std::to_string(p.rows) + " rows cannot fill the GPU with a block per row (needs >= " +
            std::to_string(kMinRows) + ")";

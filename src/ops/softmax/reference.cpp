@@ -200,9 +200,9 @@ class SoftmaxFamily final : public Family {
         {113, 203, 0, 0, 0},    {113, 203, 211, 203, 219}, {64, 1000, 1000, 1008, 0}, {5, 4097, 4104, 4112, 4120},
         {9, 100, 101, 100, 0},  {4096, 31, 0, 0, 0},      {300, 1024, 0, 0, 0},    {50, 8192, 0, 0, 0},
         {6, 8193, 0, 0, 0},     {8, 16385, 0, 0, 0},      {3, 32769, 0, 0, 0},      {2, (1 << 20) + 3, 0, 0, 0}, {17, 100003, 0, 0, 0},
-        // >= 512 rows of whole 16-byte vectors (v05's block-per-row path): 2, 4 and 8 vectors
+        // >= 512 rows of whole 16-byte vectors (v05's block-per-row path): 1, 2, 4 and 8 vectors
         // per thread, padded rows with different strides
-        {600, 3000, 0, 0, 0},   {512, 4104, 4112, 4120, 0}};
+        {520, 1600, 0, 0, 0},   {600, 3000, 0, 0, 0},   {512, 4104, 4112, 4120, 0}};
     std::vector<ProblemPtr> out;
     for (auto& s : shapes)
       for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})

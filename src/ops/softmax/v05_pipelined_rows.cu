@@ -1,6 +1,6 @@
 // softmax/v05_pipelined_rows.cu
 //
-// Rung 5 (forward, >= 512 rows of up to 2048 16-byte vectors): v02's on-chip row, with the
+// Rung 5 (forward, >= 512 rows of 129..2048 16-byte vectors): v02's on-chip row, with the
 // next row's loads in flight while this row is reduced and written. A resident grid of
 // 256-thread blocks grid-strides over rows; thread t holds the kPer 16-byte vectors t, t + 256,
 // ... of the row (common/row_slice.cuh) and, before touching them, issues the loads of the
@@ -16,7 +16,7 @@
 // The math is v02's: exp via exp2 of (x - max) * log2 e, computed twice (sum, then output)
 // instead of keeping f32 copies; NaN and +-inf rows give what v02 and the reference give.
 // Needs: forward; 16-byte aligned row starts of x and y (base and row strides); cols a
-// multiple of 16 bytes and <= 256 x 8 x 16 bytes; rows >= 512 (fewer leave SMs idle).
+// multiple of 16 bytes, > 128 and <= 2048 16-byte vectors; rows >= 512 (fewer leave SMs idle).
 // Otherwise supports() says why.
 // Run:   hk bench softmax --variant v05_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
@@ -32,6 +32,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxPer = 8;  // 16-byte vectors per thread per row: two rows in flight = 64 registers
 constexpr int64_t kMinRows = 512;
+constexpr int64_t kMinVecs = 128;  // rows of at most this many vectors: a warp per row elsewhere
 
 // Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
 // threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
@@ -128,6 +129,9 @@ std::string softmax_v05_supports(const SoftmaxProblem& p) {
   if (p.cols > max_cols)
     return "rows of " + std::to_string(p.cols) + " elements do not fit in registers (at most " +
            std::to_string(max_cols) + ": 256 threads x 8 vectors of 16 bytes)";
+  if (p.cols * (dtype_bits(p.dtype) / 8) <= 16 * kMinVecs)
+    return "rows of <= " + std::to_string(kMinVecs) + " 16-byte vectors leave most of a 256-thread block idle (" +
+           "v02 runs them warp-per-row)";
   if (p.rows < kMinRows)
     return std::to_string(p.rows) + " rows cannot fill the GPU with a block per row (needs >= " +
            std::to_string(kMinRows) + ")";

@@ -1,6 +1,6 @@
 // weighted_sum/v03_pipelined_rows.cu
 //
-// Rung 3 (forward, default for >= 512 rows of up to 2048 whole 16-byte vectors): a block of 256
+// Rung 3 (forward, default for >= 512 rows of 129..2048 whole 16-byte vectors): a block of 256
 // threads owns whole rows, grid-stride over a resident grid. Each thread owns the same kPer
 // 16-byte column vectors of every row (vectors tid, tid + 256, ...), so:
 //  - its slice of w is loaded once into registers and never reloaded (v02 re-read w from L1
@@ -17,9 +17,9 @@
 // 64 KiB at f32 8192 (kPer 8).
 // The grid is resident (every block stays for ~rows / grid rows), so the tail is at most one
 // row per block (< 3% at 16384 rows), not a partial wave of short-lived blocks.
-// Needs: forward; 16-byte aligned row starts; D a multiple of 16 bytes and <= 2048 x 16 bytes
-// (w's slice and two rows of x in registers); rows >= 512 (fewer leave SMs idle: v02 splits
-// rows instead). Otherwise supports() says why and the public op runs v02.
+// Needs: forward; 16-byte aligned row starts; D a multiple of 16 bytes, > 128 and <= 2048
+// 16-byte vectors (w's slice and two rows of x in registers); rows >= 512 (fewer leave SMs
+// idle: v02 splits rows instead). Otherwise supports() says why and the public op runs v02.
 // Run:   hk bench weighted_sum --variant v03_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -35,6 +35,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxPer = 8;       // 16-byte vectors per thread per row: w slice + 2 rows = 96 registers
 constexpr int64_t kMinRows = 512;  // fewer: most blocks would get one row or none
+constexpr int64_t kMinVecs = 128;  // rows of at most this many vectors: a warp per row elsewhere
 
 // sum_j a[j] * b[j] in f32, both widened by common/row_slice.cuh's widen.
 template <class T, int N>
@@ -119,6 +120,9 @@ std::string weighted_sum_v03_supports(const WeightedSumProblem& p) {
   if (p.dim > max_dim)
     return "rows of " + std::to_string(p.dim) + " elements do not fit in registers (at most " +
            std::to_string(max_dim) + ": 256 threads x 8 vectors of 16 bytes)";
+  if (p.dim * (dtype_bits(p.dtype) / 8) <= 16 * kMinVecs)
+    return "rows of <= " + std::to_string(kMinVecs) + " 16-byte vectors leave most of a 256-thread block idle (" +
+           "v02 runs them warp-per-row)";
   if (p.rows < kMinRows)
     return std::to_string(p.rows) + " rows cannot fill the GPU with a block per row (needs >= " +
            std::to_string(kMinRows) + "; v02 splits rows)";
