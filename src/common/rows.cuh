@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "common/reduce.cuh"
+#include "common/rowwise.cuh"  // load_keep
 #include "common/vec.cuh"
 
 namespace hk {
@@ -32,15 +33,6 @@ __device__ __forceinline__ RowSplit row_split(const T* row, int64_t n) {
   const int64_t head = mis ? (n < kV - mis ? n : kV - mis) : 0;
   const int64_t nvec = (n - head) / kV;
   return {head, nvec, n - head - nvec * kV};
-}
-
-// 16-byte load through the read-only path with the default (keep) L2 policy: for passes whose
-// data is read again soon (the second pass of a two-pass softmax over a row that fits in L2).
-template <class T, int N>
-__device__ __forceinline__ Vec<T, N> load_keep(const T* p) {
-  static_assert(sizeof(T) * N == 16, "load_keep moves exactly 16 bytes");
-  uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-  return *reinterpret_cast<Vec<T, N>*>(&raw);
 }
 
 template <bool kStream, class T>

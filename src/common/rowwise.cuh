@@ -58,21 +58,39 @@ __device__ __forceinline__ float group_sum(float v) {
 
 // out[d] = sum_p part[p * dim + d] in a fixed order (deterministic), in f32, stored as T.
 // The second, tiny kernel of the partial-buffer schemes: it reads nparts * dim floats.
+// A block is 32 columns x G part groups (blockDim (32, G)): group g sums parts g, g + G, ...
+// of its column, then the G group sums are added in group order. NOTE: one thread per column
+// summing all nparts (the previous form) is a chain of nparts L2 round trips (~4 in flight by
+// unrolling) when the columns are few: 4 outputs x ~400 parts (weighted_sum v02 forward at
+// 4 x 2^26) or 8192 x 132 (rmsnorm v03 backward) — an estimated 5-20 us next to kernels of
+// 150-200 us; G groups cut the chain G-fold (not yet measured).
 template <class T>
-__global__ void __launch_bounds__(256) rowwise_sum_partials_kernel(const float* __restrict__ part,
-                                                                   int64_t nparts, int64_t dim,
-                                                                   T* __restrict__ out) {
-  for (int64_t d = int64_t(blockIdx.x) * 256 + threadIdx.x; d < dim; d += int64_t(gridDim.x) * 256) {
+__global__ void __launch_bounds__(1024) rowwise_sum_partials_kernel(const float* __restrict__ part, int64_t nparts,
+                                                                    int64_t dim, T* __restrict__ out) {
+  __shared__ float sums[32][33];  // (G <= 32 groups, 32 columns), padded against bank conflicts
+  for (int64_t d0 = int64_t(blockIdx.x) * 32; d0 < dim; d0 += int64_t(gridDim.x) * 32) {
+    const int64_t d = d0 + threadIdx.x;
     float acc = 0.f;
-    for (int64_t p = 0; p < nparts; ++p) acc += part[p * dim + d];
-    out[d] = from_f32<T>(acc);
+    if (d < dim)
+      for (int64_t p = threadIdx.y; p < nparts; p += blockDim.y) acc += part[p * dim + d];
+    sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && d < dim) {
+      float total = 0.f;
+      for (unsigned g = 0; g < blockDim.y; ++g) total += sums[g][threadIdx.x];
+      out[d] = from_f32<T>(total);
+    }
+    __syncthreads();  // `sums` is rewritten by the next column block
   }
 }
 
 template <class T>
 void sum_partials(const float* part, int64_t nparts, int64_t dim, T* out, cudaStream_t stream) {
-  int blocks = static_cast<int>(std::min<int64_t>(ceil_div(dim, 256), 1 << 16));
-  rowwise_sum_partials_kernel<T><<<blocks, 256, 0, stream>>>(part, nparts, dim, out);
+  // Fewer column blocks than SMs: 32 groups (1024 threads) per block, the GPU cannot be filled
+  // by blocks; otherwise 8 groups.
+  const unsigned groups = ceil_div(dim, 32) < device_info().sm_count ? 32 : 8;
+  const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(dim, 32), int64_t(1) << 20));
+  rowwise_sum_partials_kernel<T><<<blocks, dim3(32, groups), 0, stream>>>(part, nparts, dim, out);
   HK_CHECK_LAUNCH("rowwise_sum_partials_kernel");
 }
 

@@ -41,8 +41,13 @@ TEST(WeightedSumBadInput, EmptyTensorIsANoOp) {
 
 TEST(WeightedSumDispatch, DefaultAndFallback) {
   auto& reg = hk::Registry::get();
-  hk::WeightedSumProblem p(16384, 8192, DType::kBF16, false);
-  EXPECT_EQ(reg.pick(p).name(), "v02_row_groups");
+  // many rows that fit in a block's registers: the pipelined row rung (forward only)
+  EXPECT_EQ(reg.pick(hk::WeightedSumProblem(16384, 8192, DType::kBF16, false)).name(), "v03_pipelined_rows");
+  EXPECT_EQ(reg.pick(hk::WeightedSumProblem(16384, 8192, DType::kF32, false)).name(), "v03_pipelined_rows");
+  // the backward, few long rows (split into chunks) and rows too long for registers: v02
+  EXPECT_EQ(reg.pick(hk::WeightedSumProblem(16384, 8192, DType::kBF16, true)).name(), "v02_row_groups");
+  EXPECT_EQ(reg.pick(hk::WeightedSumProblem(4, int64_t(1) << 26, DType::kBF16, false)).name(), "v02_row_groups");
+  EXPECT_EQ(reg.pick(hk::WeightedSumProblem(16384, 16384, DType::kF32, false)).name(), "v02_row_groups");
   hk::WeightedSumProblem odd(64, 1000, DType::kBF16, true, 1);  // 2-byte aligned rows
   EXPECT_EQ(reg.pick(odd).name(), "v01_partial_buffer");
 }

@@ -39,6 +39,11 @@ __device__ __forceinline__ void naive_rows(const T* x, const T* y, T* z, int64_t
 // Item (j, s): vectors [s * kChunk, (s + 1) * kChunk) of row j, kUnroll 16-byte vectors per
 // thread all loaded before the first store. The outer ops' x is reused by every row: it is read
 // with the keep policy (L1/L2 hits); row_scale_relu's x row is streamed.
+// A chunk wholly inside the row (every item at D % (kChunk * kV) == 0, e.g. 8192) takes the
+// unguarded path: kUnroll loads at fixed offsets from one pointer. The row's last, partial chunk
+// takes a one-vector-at-a-time loop. NOTE: with the guarded element fallback inside the
+// unrolled loop (the previous form) ptxas held the fallback's scalars for every u: 64 registers
+// at bf16, 4 blocks per SM; the split form needs far fewer, so more blocks keep loads in flight.
 template <class T, BroadcastKind K>
 __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z,
                                             int64_t n1, int64_t n0, int64_t ldx, int64_t ldz) {
@@ -52,28 +57,42 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
     const int64_t j = item / S, s = item - j * S;
     const float b = to_f32(y[j]);
     const T* xr = kRow ? x + j * ldx : x;
-    V av[kUnroll];
+    T* zr = z + j * ldz;
+    if ((s + 1) * kChunk * kV <= n0) {
+      const int64_t v0 = s * kChunk + threadIdx.x;
+      V av[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = s * kChunk + u * kThreads + threadIdx.x;
-      if (v < nvec) av[u] = kRow ? load_row_vec<T, kV>(xr, v * kV, n0) : load_row_vec<T, kV, true>(xr, v * kV, n0);
-    }
+      for (int u = 0; u < kUnroll; ++u) {
+        const T* p = xr + (v0 + u * kThreads) * kV;
+        av[u] = kRow ? load_stream<T, kV>(p) : load_keep<T, kV>(p);
+      }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = s * kChunk + u * kThreads + threadIdx.x;
-      if (v >= nvec) continue;
-      V o;
+      for (int u = 0; u < kUnroll; ++u) {
+        V o;
 #pragma unroll
-      for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b));
-      store_row_vec<T, kV>(z + j * ldz, v * kV, n0, o);
+        for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b));
+        store_stream<T, kV>(zr + (v0 + u * kThreads) * kV, o);
+      }
+    } else {
+      const int64_t end = min(nvec, (s + 1) * kChunk);
+      for (int64_t v = s * kChunk + threadIdx.x; v < end; v += kThreads) {
+        const V a = kRow ? load_row_vec<T, kV>(xr, v * kV, n0) : load_row_vec<T, kV, true>(xr, v * kV, n0);
+        V o;
+#pragma unroll
+        for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(a.v[k]), b));
+        store_row_vec<T, kV>(zr, v * kV, n0, o);
+      }
     }
   }
 }
 
-// Blocks for vector_rows: one per item, capped (the loop covers the rest).
-inline int vector_rows_grid(int64_t n1, int64_t n0, int vec) {
+// Blocks for vector_rows: one per item up to `resident` (resident_grid of the calling kernel);
+// the grid-stride loop covers the rest. A resident grid, not one short-lived block per item:
+// 16384 one-shot blocks each with 16 KiB in flight only between their start and their stores
+// kept an SM well under the bytes in flight that the copy rate needs (81.6-88% of copy).
+inline int vector_rows_grid(int64_t n1, int64_t n0, int vec, int resident) {
   const int64_t nvec = (n0 + vec - 1) / vec, chunk = int64_t(kThreads) * kUnroll;
-  return static_cast<int>(std::min<int64_t>(n1 * ((nvec + chunk - 1) / chunk), int64_t(1) << 30));
+  return static_cast<int>(std::min<int64_t>(n1 * ((nvec + chunk - 1) / chunk), resident));
 }
 
 inline int naive_grid(int64_t n) {

@@ -24,7 +24,8 @@ __global__ void __launch_bounds__(bcast::kThreads) outer_mul_relu_v02_kernel(con
 void outer_mul_relu_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
   dispatch_float(a.dtype, "outer_mul_relu/v02_vectorized", [&](auto t) {
     using T = decltype(t);
-    outer_mul_relu_v02_kernel<T><<<bcast::vector_rows_grid(a.n1, a.n0, kVec16<T>), bcast::kThreads, 0, s>>>(
+    static const int resident = resident_grid(outer_mul_relu_v02_kernel<T>, bcast::kThreads);
+    outer_mul_relu_v02_kernel<T><<<bcast::vector_rows_grid(a.n1, a.n0, kVec16<T>, resident), bcast::kThreads, 0, s>>>(
         static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z), a.n1, a.n0, a.ld_z);
     HK_CHECK_LAUNCH("outer_mul_relu_v02_kernel");
   });

@@ -36,33 +36,48 @@ __global__ void __launch_bounds__(kThreads) row_scale_relu_v02_bwd_kernel(const 
   using V = Vec<T, kV>;
   const int lane = threadIdx.x % kGroup;
   const int64_t nvec = (n0 + kV - 1) / kV;
+  const int64_t nwhole = n0 / kV;  // vectors wholly inside the row
   for (int64_t j = int64_t(blockIdx.x) * kGroups + threadIdx.x / kGroup; j < n1; j += int64_t(gridDim.x) * kGroups) {
     const float yv = to_f32(y[j]);
+    const T* xr = x + j * ldx;
+    const T* gr = dz + j * ldg;
+    T* orow = dx + j * ldo;
     float acc = 0.f;
-    for (int64_t v0 = lane; v0 < nvec; v0 += kGroup * kUnroll) {
+    // dx and this thread's share of dy for one vector pair; zero-filled tail lanes are off.
+    auto apply = [&](const V& xv, const V& gv, V& o) {
+#pragma unroll
+      for (int k = 0; k < kV; ++k) {
+        const float xf = to_f32(xv.v[k]), gf = to_f32(gv.v[k]);
+        const bool on = xf * yv > 0.f;
+        o.v[k] = from_f32<T>(on ? yv * gf : 0.f);
+        acc += on ? xf * gf : 0.f;
+      }
+    };
+    // Batches of kUnroll whole vectors: unguarded 16-byte loads, all issued before the first use.
+    // NOTE: the guarded element fallback inside this unrolled loop (the previous form) held its
+    // scalars for every u: 101 registers at bf16, 2 blocks per SM.
+    int64_t v0 = lane;
+    for (; v0 + (kUnroll - 1) * kGroup < nwhole; v0 += kGroup * kUnroll) {
       V xv[kUnroll], gv[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = v0 + u * kGroup;
-        if (v < nvec) {
-          xv[u] = load_row_vec<T, kV>(x + j * ldx, v * kV, n0);
-          gv[u] = load_row_vec<T, kV>(dz + j * ldg, v * kV, n0);
-        }
+        xv[u] = load_stream<T, kV>(xr + (v0 + u * kGroup) * kV);
+        gv[u] = load_stream<T, kV>(gr + (v0 + u * kGroup) * kV);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = v0 + u * kGroup;
-        if (v >= nvec) continue;
         V o;
-#pragma unroll
-        for (int k = 0; k < kV; ++k) {
-          const float xf = to_f32(xv[u].v[k]), gf = to_f32(gv[u].v[k]);
-          const bool on = xf * yv > 0.f;  // zero-filled tail lanes are off
-          o.v[k] = from_f32<T>(on ? yv * gf : 0.f);
-          acc += on ? xf * gf : 0.f;
-        }
-        store_row_vec<T, kV>(dx + j * ldo, v * kV, n0, o);
+        apply(xv[u], gv[u], o);
+        store_stream<T, kV>(orow + (v0 + u * kGroup) * kV, o);
       }
+    }
+    // The rest of the row (fewer than kUnroll vectors of this thread, the partial last one
+    // included): one vector at a time, element by element at the tail.
+    for (; v0 < nvec; v0 += kGroup) {
+      const V xv = load_row_vec<T, kV>(xr, v0 * kV, n0), gv = load_row_vec<T, kV>(gr, v0 * kV, n0);
+      V o;
+      apply(xv, gv, o);
+      store_row_vec<T, kV>(orow, v0 * kV, n0, o);
     }
     acc = group_sum<kGroup, kThreads>(acc);
     if (lane == 0) dy[j] = from_f32<T>(acc);
@@ -85,7 +100,8 @@ void row_scale_relu_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
   dispatch_float(a.dtype, "row_scale_relu/v02_vectorized", [&](auto t) {
     using T = decltype(t);
     if (!a.backward) {
-      row_scale_relu_v02_kernel<T><<<bcast::vector_rows_grid(a.n1, a.n0, kVec16<T>), kThreads, 0, s>>>(
+      static const int resident = resident_grid(row_scale_relu_v02_kernel<T>, bcast::kThreads);
+      row_scale_relu_v02_kernel<T><<<bcast::vector_rows_grid(a.n1, a.n0, kVec16<T>, resident), kThreads, 0, s>>>(
           static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z), a.n1, a.n0, a.ld_x, a.ld_z);
       HK_CHECK_LAUNCH("row_scale_relu_v02_kernel");
     } else if (ceil_div(a.n0, kVec16<T>) <= 32 * kUnroll) {

@@ -186,7 +186,10 @@ class RmsNormFamily final : public Family {
     // one row of 2^20, padded (non-contiguous) rows, many short rows.
     const std::vector<S> shapes = {{1, 1, 0},     {3, 3, 5},    {1, 4097, 0},   {7, 1023, 9},
                                    {113, 203, 13}, {1000, 96, 8}, {64, 8192, 8}, {5, 40000, 0},
-                                   {2, 1 << 20, 0}};
+                                   {2, 1 << 20, 0},
+                                   // >= 512 rows of whole 16-byte vectors (v05's block-per-row path):
+                                   // 1, 2 and 4 (bf16) or 2, 4 and 8 (f32) vectors per thread, padded rows
+                                   {520, 1600, 0},  {600, 3000, 0},  {512, 4104, 8}};
     std::vector<ProblemPtr> out;
     for (auto& s : shapes)
       for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})

@@ -64,7 +64,11 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v03_fwd_kernel(const T* __re
   }
 }
 
-template <class T, int kGroup, int kVPT>
+// kWhole: D is a multiple of kV, so every vector of a row is whole or wholly past D and the
+// loads and stores go unguarded. NOTE: the guarded element fallback (kept for other D) makes
+// ptxas hold unpacked scalars for every vector of both operands: 162 registers at bf16 D 8192
+// (one block of 256 per SM, 32 KiB in flight) against 124 unguarded (two blocks).
+template <class T, int kGroup, int kVPT, bool kWhole>
 __global__ void __launch_bounds__(kThreads) rmsnorm_v03_bwd_kernel(const T* __restrict__ x, const T* __restrict__ g,
                                                                    const float* __restrict__ rstd,
                                                                    const T* __restrict__ dy, T* __restrict__ dx,
@@ -83,8 +87,13 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v03_bwd_kernel(const T* __re
 #pragma unroll
     for (int j = 0; j < kVPT; ++j) {
       const int64_t col = int64_t(j * kGroup + lane) * kV;
-      xv[j] = load_row_vec<T, kV>(x + r * ldx, col, dim);
-      gv[j] = load_row_vec<T, kV>(dy + r * ldg, col, dim);
+      if constexpr (kWhole) {
+        xv[j] = col < dim ? load_stream<T, kV>(x + r * ldx + col) : V{};
+        gv[j] = col < dim ? load_stream<T, kV>(dy + r * ldg + col) : V{};
+      } else {
+        xv[j] = load_row_vec<T, kV>(x + r * ldx, col, dim);
+        gv[j] = load_row_vec<T, kV>(dy + r * ldg, col, dim);
+      }
     }
     const float rs = rstd[r];
     float s = 0.f;
@@ -92,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v03_bwd_kernel(const T* __re
     for (int j = 0; j < kVPT; ++j) {
       const int64_t col = int64_t(j * kGroup + lane) * kV;
       if (col >= dim) continue;
-      V w = load_row_vec<T, kV, true>(g, col, dim);
+      V w = kWhole ? load_keep<T, kV>(g + col) : load_row_vec<T, kV, true>(g, col, dim);
 #pragma unroll
       for (int k = 0; k < kV; ++k) {
         float xf = to_f32(xv[j].v[k]), gf = to_f32(gv[j].v[k]);
@@ -106,11 +115,12 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v03_bwd_kernel(const T* __re
     for (int j = 0; j < kVPT; ++j) {
       const int64_t col = int64_t(j * kGroup + lane) * kV;
       if (col >= dim) continue;
-      V w = load_row_vec<T, kV, true>(g, col, dim), o;
+      V w = kWhole ? load_keep<T, kV>(g + col) : load_row_vec<T, kV, true>(g, col, dim), o;
 #pragma unroll
       for (int k = 0; k < kV; ++k)
         o.v[k] = from_f32<T>(rs * to_f32(w.v[k]) * to_f32(gv[j].v[k]) - to_f32(xv[j].v[k]) * c);
-      store_row_vec<T, kV>(dx + r * ldo, col, dim, o);
+      if constexpr (kWhole) store_stream<T, kV>(dx + r * ldo + col, o);
+      else store_row_vec<T, kV>(dx + r * ldo, col, dim, o);
     }
   }
   float* out = part + int64_t(blockIdx.x) * dim;
@@ -153,8 +163,15 @@ void launch_cfg(const RmsNormArgs& a, cudaStream_t s) {
     HK_CHECK_LAUNCH("rmsnorm_v03_fwd_kernel");
     return;
   }
-  auto kernel = rmsnorm_v03_bwd_kernel<T, kGroup, kVPT>;
-  static const int resident = resident_grid(kernel, kThreads);
+  // The unguarded form for 16-bit types only: at f32 kVPT 8 ptxas fit it in 128 registers
+  // (from 158) only with a 4-byte spill, which the build forbids.
+  constexpr bool kWholeForm = sizeof(T) == 2;
+  const bool whole = kWholeForm && a.dim % kVec16<T> == 0;
+  auto kernel = whole ? rmsnorm_v03_bwd_kernel<T, kGroup, kVPT, kWholeForm>
+                      : rmsnorm_v03_bwd_kernel<T, kGroup, kVPT, false>;
+  static const int resident_whole = resident_grid(rmsnorm_v03_bwd_kernel<T, kGroup, kVPT, kWholeForm>, kThreads);
+  static const int resident_any = resident_grid(rmsnorm_v03_bwd_kernel<T, kGroup, kVPT, false>, kThreads);
+  const int resident = whole ? resident_whole : resident_any;
   int blocks = static_cast<int>(std::min<int64_t>(need, resident));
   StreamScratch part(int64_t(blocks) * a.dim * 4, s);
   kernel<<<blocks, kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.g), a.rstd_in,

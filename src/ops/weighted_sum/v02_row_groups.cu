@@ -17,6 +17,7 @@
 // Run:   hk bench weighted_sum --variant v02_row_groups --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
+#include "common/row_slice.cuh"
 #include "common/rowwise.cuh"
 #include "common/vec.cuh"
 #include "weighted_sum/weighted_sum_op.hpp"
@@ -71,6 +72,52 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_kernel(const T*
   }
 }
 
+// Rows q, q + R, q + 2R, ... of one column vector (elements col ..): dx = dy[r] * w, and the
+// f32 dw sums in acc. kWhole: the vector lies inside D, so kRowUnroll rows' 16-byte loads go
+// out unguarded before the first use; otherwise (the one partial vector of the row) one row
+// at a time, element by element.
+// NOTE: with the guarded element fallback inside the unrolled loop, and per-element bf16
+// conversions, ptxas held unpacked scalars for every row in flight: 84 registers at bf16 (2
+// blocks of 256 per SM, 32 KiB of x in flight per SM). Split, and widened on packed words
+// (row_slice.cuh), it takes 64 (4 blocks, 64 KiB in flight); f32 48 -> 40 (6 blocks).
+template <class T, bool kWhole>
+__device__ __forceinline__ void bwd_column(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
+                                           const Vec<T, kVec16<T>>& wv, float (&acc)[kVec16<T>], int64_t col,
+                                           int64_t q, int64_t rows, int64_t dim, int64_t ldx, int64_t ldd,
+                                           int64_t R) {
+  constexpr int kV = kVec16<T>;
+  constexpr int kUnrollRows = kWhole ? kRowUnroll : 1;
+  using V = Vec<T, kV>;
+  for (int64_t r0 = q; r0 < rows; r0 += R * kUnrollRows) {
+    V xv[kUnrollRows];
+    float g[kUnrollRows];
+#pragma unroll
+    for (int u = 0; u < kUnrollRows; ++u) {
+      const int64_t r = r0 + u * R;
+      if (r < rows) {
+        xv[u] = kWhole ? load_stream<T, kV>(x + r * ldx + col) : load_row_vec<T, kV>(x + r * ldx, col, dim);
+        g[u] = to_f32(dy[r]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnrollRows; ++u) {
+      const int64_t r = r0 + u * R;
+      if (r >= rows) continue;
+      float xf[kV], wf[kV];
+      widen(xv[u], xf);
+      widen(wv, wf);
+      V o;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) {
+        o.v[k] = from_f32<T>(g[u] * wf[k]);
+        acc[k] += xf[k] * g[u];
+      }
+      if constexpr (kWhole) store_stream<T, kV>(dx + r * ldd + col, o);
+      else store_row_vec<T, kV>(dx + r * ldd, col, dim, o);
+    }
+  }
+}
+
 // Item (c, q): column vector c * kThreads + tid of rows q, q + R, q + 2R, ...
 template <class T>
 __global__ void __launch_bounds__(kThreads) weighted_sum_v02_bwd_kernel(const T* __restrict__ x,
@@ -87,30 +134,8 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_bwd_kernel(const T*
     if (col >= dim) continue;
     const V wv = load_row_vec<T, kV, true>(w, col, dim);
     float acc[kV] = {};
-    for (int64_t r0 = q; r0 < rows; r0 += R * kRowUnroll) {
-      V xv[kRowUnroll];
-      float g[kRowUnroll];
-#pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u) {
-        const int64_t r = r0 + u * R;
-        if (r < rows) {
-          xv[u] = load_row_vec<T, kV>(x + r * ldx, col, dim);
-          g[u] = to_f32(dy[r]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u) {
-        const int64_t r = r0 + u * R;
-        if (r >= rows) continue;
-        V o;
-#pragma unroll
-        for (int k = 0; k < kV; ++k) {
-          o.v[k] = from_f32<T>(g[u] * to_f32(wv.v[k]));
-          acc[k] += to_f32(xv[u].v[k]) * g[u];
-        }
-        store_row_vec<T, kV>(dx + r * ldd, col, dim, o);
-      }
-    }
+    if (col + kV <= dim) bwd_column<T, true>(x, dy, dx, wv, acc, col, q, rows, dim, ldx, ldd, R);
+    else bwd_column<T, false>(x, dy, dx, wv, acc, col, q, rows, dim, ldx, ldd, R);
 #pragma unroll
     for (int k = 0; k < kV; ++k)
       if (col + k < dim) {
@@ -178,6 +203,6 @@ std::string weighted_sum_v02_supports(const WeightedSumProblem& p) {
 
 HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "v02_row_groups",
                     "one pass with 16-byte loads: row groups for y, column tiles x row sets for dx and dw", 90,
-                    kFlagDefault, weighted_sum_v02_supports, weighted_sum_v02_launch);
+                    kFlagNone, weighted_sum_v02_supports, weighted_sum_v02_launch);
 
 }  // namespace hk

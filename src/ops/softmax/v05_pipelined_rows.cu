@@ -1,0 +1,147 @@
+// softmax/v05_pipelined_rows.cu
+//
+// Rung 5 (forward, >= 512 rows of 129..2048 16-byte vectors): v02's on-chip row, with the
+// next row's loads in flight while this row is reduced and written. A resident grid of
+// 256-thread blocks grid-strides over rows; thread t holds the kPer 16-byte vectors t, t + 256,
+// ... of the row (common/row_slice.cuh) and, before touching them, issues the loads of the
+// same vectors of its next row.
+// What it fixes in v02 at 16384x8192 bf16 (79.9% of copy): v02 runs one short-lived block per
+// row (60 registers -> 4 blocks of 256 per SM); a block has its 16 KiB in flight only between
+// its start and its first use of the data, then spends the max reduction, the sum reduction
+// (two barriers each) and the stores with nothing in flight, so an SM averages well under the
+// ~32 KiB that 4.2 TB/s x ~1 us of latency needs. Here every thread always has one row slice
+// in flight: 4 blocks x 256 threads x 64 B = 64 KiB per SM (bf16 8192; f32 8192: 2 x 256 x
+// 128 B = 64 KiB), and each reduction is one barrier (double-buffered warp slots by row
+// parity, so the next row's partials never overwrite ones a slow warp still reads).
+// The math is v02's: exp via exp2 of (x - max) * log2 e, computed twice (sum, then output)
+// instead of keeping f32 copies; NaN and +-inf rows give what v02 and the reference give.
+// Needs: forward; 16-byte aligned row starts of x and y (base and row strides); cols a
+// multiple of 16 bytes, > 128 and <= 2048 16-byte vectors; rows >= 512 (fewer leave SMs idle).
+// Otherwise supports() says why.
+// Run:   hk bench softmax --variant v05_pipelined_rows --shape 16384x8192
+#include "common/launch.cuh"
+#include "common/reduce.cuh"
+#include "common/row_slice.cuh"
+#include "common/rows.cuh"
+#include "softmax/softmax_op.hpp"
+
+namespace hk {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxPer = 8;  // 16-byte vectors per thread per row: two rows in flight = 64 registers
+constexpr int64_t kMinRows = 512;
+constexpr int64_t kMinVecs = 128;  // rows of at most this many vectors: a warp per row elsewhere
+
+// Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
+// threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
+// 16-bit types.
+template <int kPer>
+constexpr int kMinBlocks = kPer <= 4 ? 4 : 2;
+
+template <class T, int kPer>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<kPer>)
+    softmax_v05_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int64_t ld_x,
+                       int64_t ld_y) {
+  constexpr int kV = kVec16<T>;
+  using V = Vec<T, kV>;
+  __shared__ float slots[2][2][kWarps];  // [row parity][max, sum][warp]
+  const unsigned whole = whole_vectors<T, kPer, kThreads>(cols);
+  V xv[kPer] = {}, next[kPer] = {};  // (kPer, kV) this row's slice and the next row's, in flight
+  int64_t r = blockIdx.x;
+  if (r < rows) load_slice<T, kPer, kThreads, false>(xv, x + r * ld_x, whole);
+  for (int parity = 0; r < rows; r += gridDim.x, parity ^= 1) {
+    const int64_t rn = r + gridDim.x;
+    if (rn < rows) load_slice<T, kPer, kThreads, false>(next, x + rn * ld_x, whole);
+    // Each pass widens the slice afresh (opaque): f32 copies kept across a reduction would
+    // double the slice's registers.
+    float f[kV];
+    float m = MaxOp::kIdentity;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if ((whole >> k) & 1u) {
+        opaque(xv[k]);
+        widen(xv[k], f);
+#pragma unroll
+        for (int j = 0; j < kV; ++j) m = max_nan(m, f[j]);
+      }
+    m = block_reduce_slot<kThreads>(m, MaxOp{}, slots[parity][0]);
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if ((whole >> k) & 1u) {
+        opaque(xv[k]);
+        widen(xv[k], f);
+#pragma unroll
+        for (int j = 0; j < kV; ++j) sum += exp_shifted(f[j], m);
+      }
+    const float inv = 1.f / block_reduce_slot<kThreads>(sum, SumOp{}, slots[parity][1]);
+    T* yr = y + r * ld_y;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if ((whole >> k) & 1u) {
+        opaque(xv[k]);
+        widen(xv[k], f);
+        V o;
+#pragma unroll
+        for (int j = 0; j < kV; ++j) o.v[j] = from_f32<T>(exp_shifted(f[j], m) * inv);
+        store_stream<T, kV>(yr + (int64_t(threadIdx.x) + k * kThreads) * kV, o);
+      }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) xv[k] = next[k];
+  }
+}
+
+template <class T, int kPer>
+void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
+  auto kernel = softmax_v05_kernel<T, kPer>;
+  static const int resident = resident_grid(kernel, kThreads);
+  const int blocks = static_cast<int>(std::min<int64_t>(resident, a.rows));
+  kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(a.a), static_cast<T*>(a.out), a.rows, a.cols, a.ld_a,
+                                          a.ld_out);
+  HK_CHECK_LAUNCH("softmax_v05_kernel");
+}
+
+void softmax_v05_launch(const SoftmaxArgs& a, cudaStream_t stream) {
+  dispatch_float(a.dtype, "softmax/v05_pipelined_rows", [&](auto t) {
+    using T = decltype(t);
+    // The fewest vectors per thread that cover the row: registers (and so occupancy) follow kPer.
+    const int64_t per = ceil_div(ceil_div(a.cols, kVec16<T>), kThreads);
+    if (per <= 1) launch_typed<T, 1>(a, stream);
+    else if (per <= 2) launch_typed<T, 2>(a, stream);
+    else if (per <= 4) launch_typed<T, 4>(a, stream);
+    else launch_typed<T, kMaxPer>(a, stream);
+  });
+}
+
+std::string softmax_v05_supports(const SoftmaxProblem& p) {
+  if (p.backward) return "forward only (the backward runs in v02_onchip_row)";
+  const int64_t esize = dtype_bits(p.dtype) / 8;
+  if (p.align_bytes < 16 || (p.rows > 1 && ((p.ld_in * esize) % 16 != 0 || (p.ld_out * esize) % 16 != 0)))
+    return "needs 16-byte aligned row starts of x and y (base and row strides), got " +
+           std::to_string(p.align_bytes) + "-byte aligned bases and row strides " + std::to_string(p.ld_in) + ", " +
+           std::to_string(p.ld_out);
+  if ((p.cols * esize) % 16 != 0)
+    return "rows of " + std::to_string(p.cols) + " elements are not whole 16-byte vectors (cols * " +
+           std::to_string(esize) + " bytes must be a multiple of 16)";
+  const int64_t max_cols = int64_t(kThreads) * kMaxPer * (16 / esize);
+  if (p.cols > max_cols)
+    return "rows of " + std::to_string(p.cols) + " elements do not fit in registers (at most " +
+           std::to_string(max_cols) + ": 256 threads x 8 vectors of 16 bytes)";
+  if (p.cols * (dtype_bits(p.dtype) / 8) <= 16 * kMinVecs)
+    return "rows of <= " + std::to_string(kMinVecs) + " 16-byte vectors leave most of a 256-thread block idle (" +
+           "v02 runs them warp-per-row)";
+  if (p.rows < kMinRows)
+    return std::to_string(p.rows) + " rows cannot fill the GPU with a block per row (needs >= " +
+           std::to_string(kMinRows) + ")";
+  return "";
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v05_pipelined_rows",
+                    "forward: v02's on-chip row with the next row's loads in flight across the reductions", 90,
+                    kFlagNone, softmax_v05_supports, softmax_v05_launch);
+
+}  // namespace hk
