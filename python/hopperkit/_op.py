@@ -205,11 +205,12 @@ def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None
                 flat = _flat(outputs)
                 tensors, attr_values = split(args)
                 tensors = [t if takes_as_is(t) else t.contiguous() for t in tensors]
-                devices = list(dict.fromkeys(str(t.device) for t in tensors))
-                if len(devices) > 1:
-                    # Never move data behind the caller's back (torch ops refuse this too).
-                    raise ValueError(f"hk.{op_name}: operands on different devices ({', '.join(devices)}); "
-                                     "move them to one device")
+                for i, t in enumerate(tensors):
+                    if t.device != tensors[0].device:
+                        # Never move data behind the caller's back (torch ops refuse this too).
+                        raise ValueError(f"hk.{op_name}: operands on different devices: input {i} is on "
+                                         f"{t.device} but input 0 is on {tensors[0].device}; "
+                                         "move them to one device")
                 on_host = bool(tensors) and tensors[0].device.type == "cpu"
                 # An empty input with a non-empty output (a row sum over zero columns, rmsnorm's
                 # dg over zero rows) is a case the C++ ops answer without a kernel; here the
