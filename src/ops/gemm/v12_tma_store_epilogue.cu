@@ -1,6 +1,6 @@
 // gemm/v12_tma_store_epilogue.cu
 //
-// Rung 12 (default): v11 with the epilogue through shared memory: the fused
+// Rung 12: v11 with the epilogue through shared memory: the fused
 // alpha/beta/bias/activation results are written in 64-row x 128-byte swizzled chunks
 // (conflict-free) and leave by TMA stores, double-buffered so a chunk's store overlaps the next
 // chunk's math.
@@ -39,7 +39,7 @@ std::string gemm_v12_supports(const GemmProblem& p) { return gemm_tma_supports(p
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v12_tma_store_epilogue",
-                    "v11 + fused epilogue staged in swizzled smem, TMA stores (default)", 90, kFlagDefault,
+                    "v11 + fused epilogue staged in swizzled smem, TMA stores", 90, kFlagNone,
                     gemm_v12_supports, gemm_v12_launch);
 
 }  // namespace hk
