@@ -25,7 +25,7 @@ constexpr int kTileWords = 33 * 32;  // large enough for the padded tile; stride
 // kSwizzle = false: lane t reads word t * stride + k; true: lane t reads row t, column k of an
 // XOR-swizzled 32x32 tile (word t * 32 + (k ^ t)).
 template <bool kSwizzle>
-__global__ void mb_bank_read_kernel(int stride, float* sink, ClockSpan* spans) {
+__global__ void __launch_bounds__(kThreads) mb_bank_read_kernel(int stride, float* sink, ClockSpan* spans) {
   __shared__ float tile[kTileWords];
   for (int i = threadIdx.x; i < kTileWords; i += blockDim.x) tile[i] = float(i);
   __syncthreads();
