@@ -7,7 +7,7 @@
 #   --quick         tests + the main job only (no sanitizer, ladders, profile, microbench)
 #   --no-sanitize   everything but the sanitizer sweep
 #   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,profile,microbench
-#                   (the build always runs; it is incremental). The device tool allows 10 minutes
+#                   (the build always runs; it is incremental; `--only build` builds and stops). The device tool allows 10 minutes
 #                   per command: split a full check into two calls with --only.
 #   HK_DEADLINE_S   seconds after which no stage starts and a running one is stopped (default:
 #                   570 when $OUT is set, as on the device tool, else none), so a call that runs
@@ -27,6 +27,10 @@ while (($#)); do
   shift
 done
 want() { [[ ,$stages, == *,$1,* ]]; }
+for stage in ${stages//,/ }; do
+  [[ ,build,tests,sanitize,python,bench,ladders,profile,microbench, == *,$stage,* ]] ||
+    { echo "gpu-check: unknown stage '$stage'" >&2; exit 2; }
+done
 export HK_CACHE_DIR="$LOGS/cache"
 finish() {
   if [[ -n ${OUT:-} ]]; then
