@@ -20,12 +20,19 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kPasses = 64;
-constexpr int kTileWords = 33 * 32;  // large enough for the padded tile; stride 32 needs 31*32+31
+constexpr int kShift = 32;            // words the pattern moves per pass: one bank row, same banks
+// The padded tile (stride 32 needs 31*32+31 words, stride 33 31*33+31) plus one row per pass.
+constexpr int kTileWords = 33 * 32 + kPasses * kShift;
 
 // kSwizzle = false: lane t reads word t * stride + k; true: lane t reads row t, column k of an
-// XOR-swizzled 32x32 tile (word t * 32 + (k ^ t)).
+// XOR-swizzled 32x32 tile (word t * 32 + (k ^ t)). Pass p reads the pattern p * shift words
+// further on: a multiple of 32 keeps every word in its bank, and `shift` is a kernel argument, so
+// no compiler can prove two passes read the same words and merge their loads (an empty asm
+// memory clobber between passes did not stop NVVM from merging them in the other experiments).
+// 1024 threads: __launch_bounds__ caps ptxas at 64 registers, or the launch fails for lack of
+// registers (cudaErrorLaunchOutOfResources, the first GPU run).
 template <bool kSwizzle>
-__global__ void __launch_bounds__(kThreads) mb_bank_read_kernel(int stride, float* sink, ClockSpan* spans) {
+__global__ void __launch_bounds__(kThreads) mb_bank_read_kernel(int stride, int shift, float* sink, ClockSpan* spans) {
   __shared__ float tile[kTileWords];
   for (int i = threadIdx.x; i < kTileWords; i += blockDim.x) tile[i] = float(i);
   __syncthreads();
@@ -34,9 +41,9 @@ __global__ void __launch_bounds__(kThreads) mb_bank_read_kernel(int stride, floa
   float acc[4] = {0, 0, 0, 0};
   Stamp a = stamp();
   for (int p = 0; p < kPasses; ++p) {
-    asm volatile("" ::: "memory");  // the tile may have changed: read it again every pass
+    const int row = base + p * shift;
 #pragma unroll
-    for (int k = 0; k < 32; ++k) acc[k % 4] += tile[kSwizzle ? base + (k ^ lane) : base + k];
+    for (int k = 0; k < 32; ++k) acc[k % 4] += tile[row + (kSwizzle ? k ^ lane : k)];
   }
   __syncthreads();
   Stamp b = stamp();
@@ -75,8 +82,8 @@ Result run_bank_conflicts(const Options&) {
   for (auto& p : patterns) {
     std::vector<double> cycles, mhz;
     for (int rep = 0; rep < 6; ++rep) {  // the first launch warms up and is dropped
-      if (p.swizzle) mb_bank_read_kernel<true><<<sms, kThreads, pad>>>(p.stride, sink.get(), spans.get());
-      else mb_bank_read_kernel<false><<<sms, kThreads, pad>>>(p.stride, sink.get(), spans.get());
+      if (p.swizzle) mb_bank_read_kernel<true><<<sms, kThreads, pad>>>(p.stride, kShift, sink.get(), spans.get());
+      else mb_bank_read_kernel<false><<<sms, kThreads, pad>>>(p.stride, kShift, sink.get(), spans.get());
       HK_CHECK_LAUNCH("mb_bank_read_kernel");
       if (rep == 0) continue;
       for (auto& s : spans.to_host()) {

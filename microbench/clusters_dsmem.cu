@@ -26,6 +26,7 @@ constexpr int kSlots = 1024;
 constexpr int kSteps = 2048;
 constexpr int kThreads = 1024;
 constexpr int kPasses = 256;
+constexpr int kShift = 8;  // float4s the read pattern moves per pass: one 128-byte row
 
 // spans[0]: own shared memory, [1]: the peer block's, [2]: global through L2.
 __global__ void mb_cluster_latency_kernel(const uint32_t* chain, uint32_t* sink, ClockSpan* spans) {
@@ -56,27 +57,34 @@ __global__ void mb_cluster_latency_kernel(const uint32_t* chain, uint32_t* sink,
   cluster.sync();  // the peer's shared memory must outlive the reads
 }
 
+// Each quarter-warp reads one aligned 128-byte row per load. Pass p reads the pattern p * shift
+// float4s further on (mod the tile); `shift` is a kernel argument, so no compiler can prove two
+// passes read the same addresses. (The first GPU run read the same addresses every pass with an
+// empty asm memory clobber between passes: the compiler hoisted every DSMEM load out of the loop
+// and kept 1 in 2 of the own-smem loads, so both rates were FADD rates, 461 and 250 B/clk/SM.)
 template <bool kRemote>
-__global__ void mb_cluster_read_kernel(float* sink, ClockSpan* spans) {
+__global__ void mb_cluster_read_kernel(int shift, float* sink, ClockSpan* spans) {
   __shared__ float4 tile[2048];
   cg::cluster_group cluster = cg::this_cluster();
   for (int i = threadIdx.x; i < 2048; i += blockDim.x) tile[i] = make_float4(i, 1, 2, 3);
   cluster.sync();
   const float4* src = kRemote ? cluster.map_shared_rank(tile, (cluster.block_rank() + 1) % cluster.num_blocks()) : tile;
-  float4 acc = make_float4(0, 0, 0, 0);
+  float4 acc[4] = {};
   Stamp a = stamp();
   for (int p = 0; p < kPasses; ++p) {
-    asm volatile("" ::: "memory");
+    const int row = int(threadIdx.x) + p * shift;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      float4 v = src[(threadIdx.x + k * 256) & 2047];
-      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+      float4 v = src[(row + k * 256) & 2047];
+      acc[k % 4].x += v.x, acc[k % 4].y += v.y, acc[k % 4].z += v.z, acc[k % 4].w += v.w;
     }
   }
   __syncthreads();
   Stamp b = stamp();
   if (threadIdx.x == 0) store_span(&spans[blockIdx.x], a, b);
-  if (acc.x + acc.y + acc.z + acc.w == -1.0f) *sink = acc.x;
+  float total = 0;
+  for (auto& v : acc) total += v.x + v.y + v.z + v.w;
+  if (total == -1.0f) *sink = total;
   cluster.sync();
 }
 
@@ -179,9 +187,9 @@ Result run_clusters(const Options&) {
     const int blocks = clusters * cs;
     c.gridDim = dim3(blocks);
     const double bytes = double(kThreads) * kPasses * 8 * 16;
-    auto remote = span_median([&] { HK_CHECK_CUDA(cudaLaunchKernelEx(&c, mb_cluster_read_kernel<true>, sink.get(), spans.get())); },
+    auto remote = span_median([&] { HK_CHECK_CUDA(cudaLaunchKernelEx(&c, mb_cluster_read_kernel<true>, kShift, sink.get(), spans.get())); },
                               spans.get(), blocks, 1);
-    auto local = span_median([&] { HK_CHECK_CUDA(cudaLaunchKernelEx(&c, mb_cluster_read_kernel<false>, sink.get(), spans.get())); },
+    auto local = span_median([&] { HK_CHECK_CUDA(cudaLaunchKernelEx(&c, mb_cluster_read_kernel<false>, kShift, sink.get(), spans.get())); },
                              spans.get(), blocks, 1);
     cudaLaunchConfig_t cb = config(blocks, 128, pad, &attr, cs);
     auto bar = span_median([&] { HK_CHECK_CUDA(cudaLaunchKernelEx(&cb, mb_cluster_barrier_kernel<true>, 1000, spans.get())); },

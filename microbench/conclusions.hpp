@@ -18,9 +18,17 @@ std::string describe_slowdown(double factor);
 double sector_bytes_per_byte_used(int stride_elems, int elem_bytes);
 struct StridePoint {
   int stride = 1;
-  double bytes_per_s = 0;  // useful bytes (read + written) per second
+  double copy_bytes_per_s = 0;   // useful bytes (read + written) per second
+  double read_bytes_per_s = 0;   // the read half alone (0: not measured)
+  double write_bytes_per_s = 0;  // the write half alone (0: not measured)
 };
+// Time ratios vs stride 1 (copy, and each half alone) beside the sector model's bytes ratio.
 std::string coalescing_stride_conclusion(const std::vector<StridePoint>& points, int elem_bytes);
+struct OffsetPoint {
+  int offset = 0;  // bytes; the first point is the aligned start (offset 0)
+  double copy_us = 0, read_us = 0, write_us = 0;  // read/write 0: not measured
+};
+std::string misaligned_conclusion(const std::vector<OffsetPoint>& points);
 struct WidthPoint {
   int bytes = 4;
   double bytes_per_s = 0;

@@ -4,7 +4,8 @@
 //                  with the datasheet (memory clock x bus width) and cudaMemcpy
 //   L2             bandwidth: 16 MiB read 32 times per launch (warm, ld.global.cg skips L1);
 //                  latency: one thread chasing random 128-byte lines in 16 KiB (L1), 4 MiB (L2),
-//                  256 MiB (HBM, TLB misses included), cycles per dependent load
+//                  256 MiB (HBM: L2 flushed, every line new; TLB misses included), cycles per
+//                  dependent load
 //   shared memory  16-byte reads, one 1024-thread block per SM: expect 128 B/clk/SM
 //                  (x 132 SMs x ~1.98 GHz = ~33 TB/s)
 //   feeding smem   1 GiB from HBM and 16 MiB from L2 into a 128 KiB shared-memory ring per SM,
@@ -74,14 +75,15 @@ __global__ void mb_paths_copy_kernel(const T* __restrict__ in, T* __restrict__ o
   }
 }
 
-// One thread follows buf[j] (an element index of the next 128-byte line): warm steps first, then
-// `steps` timed dependent loads. The final store needs j, so the closing stamp waits for it.
-__global__ void mb_paths_chase_kernel(const uint32_t* buf, int warm, int steps, uint32_t* out, ClockSpan* span) {
-  uint32_t j = 0;
+// One thread follows buf[j] (an element index of the next 128-byte line) from *pos: warm steps
+// first, then `steps` timed dependent loads; *pos keeps where it stopped, so the next launch walks
+// on into lines this one never touched. The final store needs j, so the closing stamp waits for it.
+__global__ void mb_paths_chase_kernel(const uint32_t* buf, int warm, int steps, uint32_t* pos, ClockSpan* span) {
+  uint32_t j = *pos;
   for (int s = 0; s < warm; ++s) j = buf[j];
   Stamp a = stamp();
   for (int s = 0; s < steps; ++s) j = buf[j];
-  *out = j;
+  *pos = j;
   Stamp b = stamp();
   store_span(span, a, b);
 }
@@ -90,18 +92,23 @@ __global__ void mb_paths_expand_links_kernel(const uint32_t* next, uint32_t line
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < lines; i += gridDim.x * blockDim.x) buf[i * 32] = next[i] * 32;
 }
 
-// 1024 threads each read 8 x 16 bytes per pass from a 32 KiB tile, conflict-free.
-__global__ void mb_paths_smem_kernel(int passes, float* sink, ClockSpan* spans) {
+// 1024 threads each read 8 x 16 bytes per pass from a 32 KiB tile, conflict-free: each
+// quarter-warp reads one aligned 128-byte row. Pass p reads the pattern p * shift float4s further
+// on (mod the tile); `shift` is a kernel argument, so no compiler can prove that two passes read
+// the same addresses and merge their loads. (The first GPU run's kernel read the same addresses
+// every pass with an empty asm memory clobber between passes: NVVM still kept only 4 of every 64
+// loads in the loop, and its 480 B/clk/SM was the rate of the FADDs.)
+__global__ void mb_paths_smem_kernel(int passes, int shift, float* sink, ClockSpan* spans) {
   __shared__ float4 tile[2048];
   for (int i = threadIdx.x; i < 2048; i += blockDim.x) tile[i] = make_float4(i, i + 1, i + 2, i + 3);
   __syncthreads();
   float4 acc[4] = {};
   Stamp a = stamp();
   for (int p = 0; p < passes; ++p) {
-    asm volatile("" ::: "memory");
+    const int row = int(threadIdx.x) + p * shift;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      float4 v = tile[(threadIdx.x + k * 256) & 2047];
+      float4 v = tile[(row + k * 256) & 2047];
       acc[k % 4].x += v.x, acc[k % 4].y += v.y, acc[k % 4].z += v.z, acc[k % 4].w += v.w;
     }
   }
@@ -222,22 +229,32 @@ Result run_memory_paths(const Options& o) {
     }, o, true);
     l2.add({"L2 read bandwidth (16 MiB x 32, warm, .cg)", gbps(32.0 * kL2Bytes, t), "GB/s", "-"});
   }
-  DeviceArray<uint32_t> out(1), links(uint32_t(256) << 20 >> 7);
+  DeviceArray<uint32_t> pos(1), links(uint32_t(256) << 20 >> 7);
   DeviceArray<ClockSpan> span(1);
   double lat[3] = {};
-  const char* names[3] = {"latency, 16 KiB (L1 hit)", "latency, 4 MiB (L2 hit)", "latency, 256 MiB (HBM, random lines)"};
+  const char* names[3] = {"latency, 16 KiB (L1 hit)", "latency, 4 MiB (L2 hit)",
+                          "latency, 256 MiB (HBM: L2 flushed, lines not visited before)"};
   const uint32_t lines[3] = {128, 32768, uint32_t(256) << 20 >> 7};
+  constexpr int kChaseSteps = 2048;
   for (int k = 0; k < 3; ++k) {
     links.from_host(random_cycle(lines[k], 17 + k));
     mb_paths_expand_links_kernel<<<256, 256>>>(links.get(), lines[k], reinterpret_cast<uint32_t*>(b.get()));
     HK_CHECK_LAUNCH("mb_paths_expand_links_kernel");
+    pos.zero();
+    const bool hbm = k == 2;
     std::vector<double> cyc, ns;
-    for (int rep = 0; rep < 3; ++rep) {
-      mb_paths_chase_kernel<<<1, 1>>>(reinterpret_cast<const uint32_t*>(b.get()), k < 2 ? int(lines[k]) : 0, 2048,
-                                      out.get(), span.get());
+    for (int rep = 0; rep < 5; ++rep) {
+      // L1 / L2: a warm walk of the whole cycle first, so the timed steps hit that level. HBM: no
+      // warm walk, the L2 flushed (the expand kernel's last writes stay in L2), and each launch
+      // walks on from where the previous one stopped: 5 x 2048 of the 2M lines, none seen before.
+      // (The first GPU run restarted every launch at line 0 without a flush: launches 2 and 3
+      // found the first one's 2048 lines in L2, and the median was the L2 hit latency.)
+      if (hbm) hk::bench::flush_l2(nullptr);
+      mb_paths_chase_kernel<<<1, 1>>>(reinterpret_cast<const uint32_t*>(b.get()), hbm ? 0 : int(lines[k]), kChaseSteps,
+                                      pos.get(), span.get());
       HK_CHECK_LAUNCH("mb_paths_chase_kernel");
       ClockSpan s = span.to_host()[0];
-      cyc.push_back(double(s.cycles) / 2048), ns.push_back(double(s.ns) / 2048);
+      cyc.push_back(double(s.cycles) / kChaseSteps), ns.push_back(double(s.ns) / kChaseSteps);
     }
     lat[k] = median(cyc);
     l2.add({names[k], lat[k], "cycles", median(ns)});
@@ -248,11 +265,11 @@ Result run_memory_paths(const Options& o) {
                                     std::vector<std::string>{"bytes/clk/SM", "expected", "SM MHz", "aggregate TB/s"});
   {
     DeviceArray<ClockSpan> spans(d.sm_count);
-    const int passes = 512;
+    const int passes = 512, shift = 8;  // shift: one 128-byte row per pass
     // Unused dynamic shared memory keeps a second block off each SM: the span is one SM's.
     const int pad = int(d.smem_per_sm / 2 + 1024);
     HK_CHECK_CUDA(cudaFuncSetAttribute(mb_paths_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, pad));
-    for (int rep = 0; rep < 2; ++rep) mb_paths_smem_kernel<<<d.sm_count, 1024, pad>>>(passes, sink.get(), spans.get());
+    for (int rep = 0; rep < 2; ++rep) mb_paths_smem_kernel<<<d.sm_count, 1024, pad>>>(passes, shift, sink.get(), spans.get());
     HK_CHECK_LAUNCH("mb_paths_smem_kernel");
     std::vector<double> bpc, mhz;
     for (auto& s : spans.to_host()) bpc.push_back(1024.0 * passes * 8 * 16 / double(s.cycles)), mhz.push_back(s.mhz());
