@@ -1,4 +1,4 @@
-// gemm/hopper_gemm.cuh — the Hopper GEMM that rungs v07..v12 instantiate, one feature per rung.
+// gemm/hopper_gemm.cuh — the Hopper GEMM that rungs v07..v15 instantiate, one feature per rung.
 //
 // One CTA = one producer warpgroup (a single thread issues TMA) + two consumer warpgroups, each
 // computing 64 rows of a 128 x kBlockN tile with wgmma m64nNk16 from shared memory. A ring of
@@ -25,6 +25,9 @@
 //   kPlainEpilogue   when the problem has no C_in, bias or activation, the TMA-store epilogue
 //                    is a branch-free c = alpha acc (output type fixed at compile time, no
 //                    per-element bounds checks or 64-bit indexing: TMA drops what lies outside)
+// Besides the rung's HopperConfig, the body takes the epilogue kind: RuntimeEpilogue (read from
+// GemmArgs in the kernel, v07..v14) or a FusedEpilogue (activation, bias and output type fixed
+// at compile time; v15's host code picks the kernel per problem).
 // Every rung takes every layout: K-major operands are one TMA box per slot, MN-major operands
 // (column-major A, row-major B) are 64-wide boxes side by side, read by wgmma's transpose mode.
 // Tails: TMA zero-fills out-of-bounds loads and drops out-of-bounds stores; boxes that would lie
@@ -142,14 +145,81 @@ __device__ __forceinline__ void epilogue_tma_store(const GemmArgs& g, float (&ac
   }
 }
 
-// The same chunked TMA-store epilogue for problems without C_in, bias or activation: c = alpha
-// acc converted to OutT. Rows and columns past M and N are written to shared memory like the
-// rest (they hold alpha times zero-filled or clamped-box products, finite) and dropped by TMA.
-template <class OutT, class Cfg>
-__device__ __forceinline__ void epilogue_tma_store_plain(float alpha, int64_t m, int64_t n,
-                                                         float (&acc)[Cfg::kBlockN / 2], uint8_t* cbuf,
-                                                         const CUtensorMap* tma_c, int64_t bz, int64_t m_tile,
-                                                         int64_t n0, int cw, int t) {
+// An epilogue fixed at compile time: c = act(alpha acc + bias) rounded once to OutT, no C_in.
+// v14 takes it (no bias, no activation) for plain problems; v15 instantiates its kernel per kind.
+template <class OutT, GemmActivation kAct, bool kBias>
+struct FusedEpilogue {
+  using Out = OutT;
+  static constexpr GemmActivation kActivation = kAct;
+  static constexpr bool kHasBias = kBias;
+};
+
+// The epilogue read from GemmArgs at run time (C_in, bias, activation, output dtype): v12's
+// generic per-element path, or v14's plain one when Cfg::kPlainEpilogue and the problem has none.
+struct RuntimeEpilogue {};
+
+template <class Epi>
+struct has_fused_bias : std::false_type {};
+template <class OutT, GemmActivation kAct>
+struct has_fused_bias<FusedEpilogue<OutT, kAct, true>> : std::true_type {};
+
+// A thread's bias values for one tile, as f32: pair j is columns 8 j + (lane % 4) * 2 + {0, 1},
+// the columns of accumulators acc[4 j + 2 h + {0, 1}] (wgmma.cuh's fragment layout), the same
+// in both of the thread's rows. Without a compile-time bias it holds nothing and reads as 0.
+template <class Epi, int kBlockN, bool = has_fused_bias<Epi>::value>
+struct TileBias {
+  __device__ __forceinline__ void load(const void*, int64_t, int64_t, int) {}
+  __device__ __forceinline__ float2 operator[](int) const { return make_float2(0.0f, 0.0f); }
+};
+
+template <class Epi, int kBlockN>
+struct TileBias<Epi, kBlockN, true> {
+  using OutT = typename Epi::Out;
+  float2 v[kBlockN / 8];  // (kBlockN / 8) column pairs
+
+  // NOTE: the TMA rungs' 16-byte alignment rule covers the bias view, and each pair starts at an
+  // even column, so a pair is one 4- or 8-byte load. Only the last column tile of an N that is
+  // not a multiple of kBlockN takes the predicated scalar loads (an odd N ends mid-pair).
+  __device__ __forceinline__ void load(const void* bias, int64_t n, int64_t n0, int t) {
+    const OutT* p = static_cast<const OutT*>(bias) + n0 + (t % 4) * 2;
+    if (n - n0 >= kBlockN) {
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) v[j] = load_pair(p + 8 * j);
+    } else {
+      const int rem = static_cast<int>(n - n0) - (t % 4) * 2;  // columns left from this thread's first
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j)
+        v[j] = make_float2(8 * j < rem ? to_f32(__ldg(p + 8 * j)) : 0.0f,
+                           8 * j + 1 < rem ? to_f32(__ldg(p + 8 * j + 1)) : 0.0f);
+    }
+  }
+  __device__ __forceinline__ float2 operator[](int j) const { return v[j]; }
+
+  static __device__ __forceinline__ float2 load_pair(const OutT* p) {
+    if constexpr (std::is_same_v<OutT, float>) return __ldg(reinterpret_cast<const float2*>(p));
+    else if constexpr (std::is_same_v<OutT, __half>)
+      return __half22float2(__ldg(reinterpret_cast<const __half2*>(p)));
+    else return __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162*>(p)));
+  }
+};
+
+template <GemmActivation kAct>
+__device__ __forceinline__ float activate(float v) {
+  if constexpr (kAct == GemmActivation::kRelu) return fmaxf(v, 0.0f);
+  else if constexpr (kAct == GemmActivation::kGelu) return act::gelu_tanh(v);
+  else return v;
+}
+
+// The chunked TMA-store epilogue with everything but alpha fixed by Epi (a FusedEpilogue): no
+// per-element tests or 64-bit index math. Rows and columns past M and N are written to shared
+// memory like the rest (alpha times zero-filled or clamped-box products, bias 0: finite) and
+// dropped by TMA. The bias values were loaded once per tile (TileBias), before the epilogue.
+template <class Epi, class Cfg>
+__device__ __forceinline__ void epilogue_tma_store_fused(float alpha, const TileBias<Epi, Cfg::kBlockN>& bias,
+                                                         int64_t m, int64_t n, float (&acc)[Cfg::kBlockN / 2],
+                                                         uint8_t* cbuf, const CUtensorMap* tma_c, int64_t bz,
+                                                         int64_t m_tile, int64_t n0, int cw, int t) {
+  using OutT = typename Epi::Out;
   constexpr int kE = static_cast<int>(sizeof(OutT));
   constexpr int kCols = 128 / kE;
   constexpr int kJPer = kCols / 8;
@@ -165,7 +235,9 @@ __device__ __forceinline__ void epilogue_tma_store_plain(float alpha, int64_t m,
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t r = w * 16 + l / 4 + 8 * h, colc = jl * 8 + (l % 4) * 2;
-        const float v0 = alpha * acc[4 * j + 2 * h], v1 = alpha * acc[4 * j + 2 * h + 1];
+        float v0 = alpha * acc[4 * j + 2 * h], v1 = alpha * acc[4 * j + 2 * h + 1];
+        if constexpr (Epi::kHasBias) v0 += bias[j].x, v1 += bias[j].y;
+        v0 = activate<Epi::kActivation>(v0), v1 = activate<Epi::kActivation>(v1);
         const uint32_t off = ptx::swizzle_128b_offset(r, colc * kE);
         if constexpr (kE == 4) {
           *reinterpret_cast<float2*>(buf + off) = make_float2(v0, v1);
@@ -186,10 +258,12 @@ __device__ __forceinline__ void epilogue_tma_store_plain(float alpha, int64_t m,
   }
 }
 
-template <class T, bool kAMn, bool kBMn, class Cfg>
+// Epi: RuntimeEpilogue (every rung up to v14), or a FusedEpilogue that v15's host code picked.
+template <class T, bool kAMn, bool kBMn, class Cfg, class Epi = RuntimeEpilogue>
 __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
                                                  const CUtensorMap* tma_c, const GemmArgs& g) {
   constexpr int kBN = Cfg::kBlockN, kS = Cfg::kStages, kC = Cfg::kCluster;
+  static_assert(std::is_same_v<Epi, RuntimeEpilogue> || Cfg::kTmaStore, "a compile-time epilogue stores with TMA");
   extern __shared__ uint8_t hk_gemm_smem[];
   // NOTE: 128B-swizzled atoms must start 1024-byte aligned (descriptor base offset 0, and the
   // swizzle phase TMA and wgmma agree on is taken from address bits 7-9).
@@ -313,6 +387,10 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
           if (kb > 0) release((it - 1) % kS);
         }
       }
+      // A compile-time bias loads here, while the tile's last wgmma group still runs (with one in
+      // flight); otherwise this is nothing.
+      TileBias<Epi, kBN> tile_bias;
+      tile_bias.load(g.bias, g.n, tc.n_block * kBN, t);
       if constexpr (Cfg::kMmaInFlight == 1) {
         ptx::wgmma_wait_group<0>();  // the accumulators are complete before the epilogue reads them
         ptx::wgmma_fence_operands(acc);
@@ -321,10 +399,14 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
       const int64_t m_tile = tc.m_block * Cfg::kBlockM + cw * 64, n0 = tc.n_block * kBN;
       if constexpr (Cfg::kTmaStore) {
         uint8_t* cbuf = sc + cw * 2 * Cfg::kCChunkBytes;
-        if (Cfg::kPlainEpilogue && !g.c_in && !g.bias && g.act == GemmActivation::kNone) {
+        if constexpr (!std::is_same_v<Epi, RuntimeEpilogue>) {
+          epilogue_tma_store_fused<Epi, Cfg>(g.alpha, tile_bias, g.m, g.n, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw,
+                                             t);
+        } else if (Cfg::kPlainEpilogue && !g.c_in && !g.bias && g.act == GemmActivation::kNone) {
           auto store = [&](auto out) {
-            epilogue_tma_store_plain<decltype(out), Cfg>(g.alpha, g.m, g.n, acc, cbuf, tma_c, tc.batch, m_tile, n0,
-                                                         cw, t);
+            using Plain = FusedEpilogue<decltype(out), GemmActivation::kNone, false>;
+            epilogue_tma_store_fused<Plain, Cfg>(g.alpha, TileBias<Plain, kBN>{}, g.m, g.n, acc, cbuf, tma_c, tc.batch,
+                                                 m_tile, n0, cw, t);
           };
           if (g.out_dtype == DType::kF32) store(float{});
           else if (g.out_dtype == DType::kF16) store(__half{});

@@ -416,6 +416,12 @@ class GemmFamily final : public Family {
     // A plain GEMM (no C_in, bias or activation) with f16 output and alpha != 1, batched, odd M:
     // the specialised plain epilogue of v14 for the 16-bit type the rows above leave out.
     add(200, 264, 136, 2, f16, f16, false, true, false, A::kNone, false, 0.5f);
+    // Bias with N past one 256-wide tile (v15 loads whole tiles' bias unpredicated, the last
+    // tile's predicated): GeLU at f32 output with alpha (N = 2 x 256 + 8), and an odd N (the
+    // last bias pair is half outside) with C's rows padded to TMA's 16 bytes (pad 9: K + 9 and
+    // N + 9 are multiples of 8).
+    add(200, 520, 264, 1, bf, f32, false, true, false, A::kGelu, true, 0.5f);
+    add(136, 263, 127, 1, f16, f16, false, true, true, A::kRelu, true, 1.0f, 0.0f, 9);
     return out;
   }
 
