@@ -1,5 +1,5 @@
 // common/row_slice.cuh — a row held in registers by a block, slice by slice, for the
-// pipelined row rungs (weighted_sum v03, softmax v05).
+// pipelined row rungs (weighted_sum v03, softmax v05, rmsnorm v05).
 //
 // A block of kThreads owns whole rows of D elements; thread t owns the kPer 16-byte vectors
 // t, t + kThreads, ... of every row, so a per-column operand (w) can stay in its registers and
@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "common/reduce.cuh"
@@ -17,6 +18,51 @@
 #include "common/vec.cuh"
 
 namespace hk {
+
+// The pipelined row rungs' shared launch shape and limits: 256-thread blocks, at most 8 16-byte
+// vectors per thread per row (two rows in flight plus a per-column slice fit the register
+// budget), rows of more than 128 vectors (shorter rows leave most of a block idle: the rungs
+// below run them warp-per-row), at least 512 rows (fewer cannot fill the GPU with a block per row).
+namespace pipelined_rows {
+
+constexpr int kThreads = 256;
+constexpr int kMaxPer = 8;
+constexpr int64_t kMinRows = 512;
+constexpr int64_t kMinVecs = 128;
+
+// Calls launch(std::integral_constant<int, kPer>{}) with the fewest vectors per thread that
+// cover a row of `cols` elements of T: registers (and so occupancy) follow kPer.
+template <class T, class F>
+void dispatch_per(int64_t cols, F&& launch) {
+  const int64_t per = (((cols + kVec16<T> - 1) / kVec16<T>) + kThreads - 1) / kThreads;
+  if (per <= 1) launch(std::integral_constant<int, 1>{});
+  else if (per <= 2) launch(std::integral_constant<int, 2>{});
+  else if (per <= 4) launch(std::integral_constant<int, 4>{});
+  else launch(std::integral_constant<int, kMaxPer>{});
+}
+
+// Why rows x cols of `esize`-byte elements do not suit a pipelined rung ("" when they do), for
+// supports(); `len` names the row length ("D", "cols"), `short_rows_rung` the rung that runs
+// short rows, `few_rows_hint` what happens to too few rows ("" or e.g. "; v02 splits rows").
+inline std::string refusal(int64_t esize, int64_t rows, int64_t cols, const char* len, const char* short_rows_rung,
+                           const char* few_rows_hint) {
+  if ((cols * esize) % 16 != 0)
+    return "rows of " + std::to_string(cols) + " elements are not whole 16-byte vectors (" + len + " * " +
+           std::to_string(esize) + " bytes must be a multiple of 16)";
+  const int64_t max_cols = int64_t(kThreads) * kMaxPer * (16 / esize);
+  if (cols > max_cols)
+    return "rows of " + std::to_string(cols) + " elements do not fit in registers (at most " +
+           std::to_string(max_cols) + ": 256 threads x 8 vectors of 16 bytes)";
+  if (cols * esize <= 16 * kMinVecs)
+    return "rows of <= " + std::to_string(kMinVecs) + " 16-byte vectors leave most of a 256-thread block idle (" +
+           short_rows_rung + " runs them warp-per-row)";
+  if (rows < kMinRows)
+    return std::to_string(rows) + " rows cannot fill the GPU with a block per row (needs >= " +
+           std::to_string(kMinRows) + few_rows_hint + ")";
+  return "";
+}
+
+}  // namespace pipelined_rows
 
 // Bit k set: this thread's vector k (elements (tid + kThreads k) * kV ...) lies inside D.
 template <class T, int kPer, int kThreads>

@@ -25,11 +25,9 @@
 namespace hk {
 namespace {
 
-constexpr int kThreads = 256;
+using pipelined_rows::kThreads;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxPer = 8;  // 16-byte vectors per thread per row: g slice + two rows = 96 registers
-constexpr int64_t kMinRows = 512;
-constexpr int64_t kMinVecs = 128;  // rows of at most this many vectors: a warp per row elsewhere
+using pipelined_rows::kMaxPer;
 
 // Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
 // threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
@@ -97,12 +95,7 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
 void rmsnorm_v05_launch(const RmsNormArgs& a, cudaStream_t stream) {
   dispatch_float(a.dtype, "rmsnorm/v05_pipelined_rows", [&](auto t) {
     using T = decltype(t);
-    // The fewest vectors per thread that cover the row: registers (and so occupancy) follow kPer.
-    const int64_t per = ceil_div(ceil_div(a.dim, kVec16<T>), kThreads);
-    if (per <= 1) launch_typed<T, 1>(a, stream);
-    else if (per <= 2) launch_typed<T, 2>(a, stream);
-    else if (per <= 4) launch_typed<T, 4>(a, stream);
-    else launch_typed<T, kMaxPer>(a, stream);
+    pipelined_rows::dispatch_per<T>(a.dim, [&](auto per) { launch_typed<T, decltype(per)::value>(a, stream); });
   });
 }
 
@@ -111,20 +104,7 @@ std::string rmsnorm_v05_supports(const RmsNormProblem& p) {
   if (p.row_align() < 16)
     return "needs 16-byte aligned row starts (base address and row stride) for 16-byte loads, got " +
            std::to_string(p.row_align()) + "-byte alignment";
-  if ((p.dim * (dtype_bits(p.dtype) / 8)) % 16 != 0)
-    return "rows of " + std::to_string(p.dim) + " elements are not whole 16-byte vectors (D * " +
-           std::to_string(dtype_bits(p.dtype) / 8) + " bytes must be a multiple of 16)";
-  const int64_t max_dim = int64_t(kThreads) * kMaxPer * (16 / (dtype_bits(p.dtype) / 8));
-  if (p.dim > max_dim)
-    return "rows of " + std::to_string(p.dim) + " elements do not fit in registers (at most " +
-           std::to_string(max_dim) + ": 256 threads x 8 vectors of 16 bytes)";
-  if (p.dim * (dtype_bits(p.dtype) / 8) <= 16 * kMinVecs)
-    return "rows of <= " + std::to_string(kMinVecs) + " 16-byte vectors leave most of a 256-thread block idle (" +
-           "v03 runs them warp-per-row)";
-  if (p.rows < kMinRows)
-    return std::to_string(p.rows) + " rows cannot fill the GPU with a block per row (needs >= " +
-           std::to_string(kMinRows) + ")";
-  return "";
+  return pipelined_rows::refusal(dtype_bits(p.dtype) / 8, p.rows, p.dim, "D", "v03", "");
 }
 
 }  // namespace

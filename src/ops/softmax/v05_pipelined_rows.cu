@@ -28,11 +28,9 @@
 namespace hk {
 namespace {
 
-constexpr int kThreads = 256;
+using pipelined_rows::kThreads;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxPer = 8;  // 16-byte vectors per thread per row: two rows in flight = 64 registers
-constexpr int64_t kMinRows = 512;
-constexpr int64_t kMinVecs = 128;  // rows of at most this many vectors: a warp per row elsewhere
+using pipelined_rows::kMaxPer;
 
 // Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
 // threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
@@ -106,12 +104,7 @@ void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
 void softmax_v05_launch(const SoftmaxArgs& a, cudaStream_t stream) {
   dispatch_float(a.dtype, "softmax/v05_pipelined_rows", [&](auto t) {
     using T = decltype(t);
-    // The fewest vectors per thread that cover the row: registers (and so occupancy) follow kPer.
-    const int64_t per = ceil_div(ceil_div(a.cols, kVec16<T>), kThreads);
-    if (per <= 1) launch_typed<T, 1>(a, stream);
-    else if (per <= 2) launch_typed<T, 2>(a, stream);
-    else if (per <= 4) launch_typed<T, 4>(a, stream);
-    else launch_typed<T, kMaxPer>(a, stream);
+    pipelined_rows::dispatch_per<T>(a.cols, [&](auto per) { launch_typed<T, decltype(per)::value>(a, stream); });
   });
 }
 
@@ -122,20 +115,7 @@ std::string softmax_v05_supports(const SoftmaxProblem& p) {
     return "needs 16-byte aligned row starts of x and y (base and row strides), got " +
            std::to_string(p.align_bytes) + "-byte aligned bases and row strides " + std::to_string(p.ld_in) + ", " +
            std::to_string(p.ld_out);
-  if ((p.cols * esize) % 16 != 0)
-    return "rows of " + std::to_string(p.cols) + " elements are not whole 16-byte vectors (cols * " +
-           std::to_string(esize) + " bytes must be a multiple of 16)";
-  const int64_t max_cols = int64_t(kThreads) * kMaxPer * (16 / esize);
-  if (p.cols > max_cols)
-    return "rows of " + std::to_string(p.cols) + " elements do not fit in registers (at most " +
-           std::to_string(max_cols) + ": 256 threads x 8 vectors of 16 bytes)";
-  if (p.cols * (dtype_bits(p.dtype) / 8) <= 16 * kMinVecs)
-    return "rows of <= " + std::to_string(kMinVecs) + " 16-byte vectors leave most of a 256-thread block idle (" +
-           "v02 runs them warp-per-row)";
-  if (p.rows < kMinRows)
-    return std::to_string(p.rows) + " rows cannot fill the GPU with a block per row (needs >= " +
-           std::to_string(kMinRows) + ")";
-  return "";
+  return pipelined_rows::refusal(esize, p.rows, p.cols, "cols", "v02", "");
 }
 
 }  // namespace
