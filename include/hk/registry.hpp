@@ -184,8 +184,9 @@ class Registry {
   const Family* family(std::string_view name) const;              // nullptr if unknown
   std::vector<const Variant*> variants(std::string_view family) const;  // sorted by name
   const Variant* variant(std::string_view family, std::string_view name) const;
-  // Dispatch order for the public op: the default variant, then the other ladder rungs from the
-  // highest down, then the baseline. Returns the first that supports `p`, or throws kNotSupported
+  // Dispatch order for the public op: the default variants (a family may mark a specialised
+  // rung default beside its general one; highest rung first), then the other ladder rungs from
+  // the highest down, then the baseline. Returns the first that supports `p`, or throws kNotSupported
   // listing every variant's reason.
   const Variant& pick(const Problem& p) const;
 

@@ -72,6 +72,13 @@ TEST(GemmTma, MisalignedKIsNotSupportedWithTheReason) {
   hk::GemmProblem out(128, 250, 64, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(hk::gemm_tma_supports(out, true), "gemm: N*2 bytes must be a multiple of 16 for TMA, got N=250");
   EXPECT_EQ(hk::gemm_tma_supports(out, false), "");  // C is stored by threads: any N
+  // C's rows padded to 16 bytes but N*2 not a multiple of 16: a TMA store would write into the
+  // padding up to the next 16-byte boundary, so the TMA-store rungs decline; thread stores don't.
+  hk::GemmProblem odd_n(136, 263, 127, 1, DType::kF16, DType::kF16, false, true, 9);
+  EXPECT_EQ(hk::gemm_tma_supports(odd_n, true),
+            "gemm: TMA stores write whole 16-byte units: N*2 bytes must be a multiple of 16 when C's rows are padded, "
+            "got N=263 with ldc=272");
+  EXPECT_EQ(hk::gemm_tma_supports(odd_n, false), "");
   hk::GemmProblem ok(113, 200, 808, 1, DType::kBF16, DType::kF32, true, true);
   ok.m = 120, ok.lda = 120, ok.batch_stride_a = 120 * 808;  // column-major A: M is the leading extent
   EXPECT_EQ(hk::gemm_tma_supports(ok, true), "");

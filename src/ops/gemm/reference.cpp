@@ -234,6 +234,14 @@ std::string gemm_tma_supports(const GemmProblem& p, bool tma_store) {
   if (tma_store) reasons.push_back(check_ld("ldc", p.ldc, p.n, "N", eout));
   for (auto& why : reasons)
     if (!why.empty()) return why;
+  // NOTE: a TMA store clips at the tensor's inner extent only to 16-byte granularity: with C's
+  // rows padded (ldc > N) and N * e not a multiple of 16, the last box also writes the elements
+  // from N up to the next 16-byte boundary — the caller's data between rows (measured on the
+  // H200: N=263 f16 with ldc=272 wrote column 263). Loads zero-fill per element and are exact.
+  if (tma_store && (p.n * eout) % 16 != 0)
+    return fmt::format("gemm: TMA stores write whole 16-byte units: N*{} bytes must be a multiple of 16 when C's "
+                       "rows are padded, got N={} with ldc={}",
+                       eout, p.n, p.ldc);
   if (p.batch > 1) {
     std::vector<std::tuple<const char*, int64_t, int>> strides = {{"a", p.batch_stride_a, ein}, {"b", p.batch_stride_b, ein}};
     if (tma_store) strides.emplace_back("c", p.batch_stride_c, eout);

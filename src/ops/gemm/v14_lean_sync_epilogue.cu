@@ -46,7 +46,7 @@ std::string gemm_v14_supports(const GemmProblem& p) { return gemm_tma_supports(p
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v14_lean_sync_epilogue",
-                    "v13 + CTA-scope slot release (no MEMBAR.GPU per k-block), branch-free plain epilogue (default)", 90,
-                    kFlagDefault, gemm_v14_supports, gemm_v14_launch);
+                    "v13 + CTA-scope slot release (no MEMBAR.GPU per k-block), branch-free plain epilogue", 90,
+                    kFlagNone, gemm_v14_supports, gemm_v14_launch);
 
 }  // namespace hk
