@@ -61,6 +61,9 @@ class Case {
   bool ref_ready_ = false;
   // Sampled check (Problem::reference_at): positions per output; empty = full reference.
   std::vector<std::vector<int64_t>> sample_;
+  // Per output: the downloaded bytes and their decoded values, reused by every check.
+  std::vector<std::vector<uint8_t>> storage_;
+  std::vector<std::vector<double>> got_;
 };
 
 // Compares logical values: NaN must meet NaN, Inf the same Inf, finite |got-ref| <= atol+rtol|ref|.
