@@ -56,7 +56,8 @@ template <int kBlockN_, int kStages_, bool kSetMaxNReg_, int kCluster_, bool kPe
 struct HopperConfig {
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows (the wgmma M)
   static constexpr int kBlockN = kBlockN_;
-  static constexpr int kBlockK = 64;   // NOTE: 64 x 2 bytes = 128 bytes, one row of the 128B swizzle
+  static constexpr int kBlockK = 64;   // NOTE: 64 x 2 bytes = 128 bytes, one row of the 128B swizzle;
+                                       // wgmma_k_block's four k16 steps
   static constexpr int kStages = kStages_;
   static constexpr bool kSetMaxNReg = kSetMaxNReg_;
   static constexpr int kCluster = kCluster_;
@@ -88,10 +89,31 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" : : "r"(id), "r"(threads) : "memory");
 }
 
+// Counts the calling warps into named barrier `id` without waiting for it (the waiting side
+// calls named_barrier_sync with the same total `threads`).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" : : "r"(id), "r"(threads) : "memory");
+}
+
 template <int kN, class T, bool kTransA, bool kTransB>
 __device__ __forceinline__ void wgmma_tile(float (&d)[kN / 2], uint64_t da, uint64_t db, int scale_d) {
   if constexpr (kN == 256) ptx::wgmma_m64n256k16<T, kTransA, kTransB>(d, da, db, scale_d);
   else ptx::wgmma_m64n128k16<T, kTransA, kTransB>(d, da, db, scale_d);
+}
+
+// The four m64nNk16 steps of one 64-deep k-block from a slot: a_base is the warpgroup's 64 rows
+// of A, b_base the slot's kN rows of B. first: the tile's first k-block (overwrite d).
+template <int kN, class T, bool kAMn, bool kBMn>
+__device__ __forceinline__ void wgmma_k_block(float (&d)[kN / 2], uint32_t a_base, uint32_t b_base, bool first) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    // K-major: +32 bytes per 16 K inside the swizzled row; MN-major: +16 rows of 128 bytes.
+    const uint64_t da = kAMn ? ptx::make_smem_desc_sw128(a_base + kk * 2048, 8192, 1024)
+                             : ptx::make_smem_desc_sw128(a_base + kk * 32, 16, 1024);
+    const uint64_t db = kBMn ? ptx::make_smem_desc_sw128(b_base + kk * 2048, 8192, 1024)
+                             : ptx::make_smem_desc_sw128(b_base + kk * 32, 16, 1024);
+    wgmma_tile<kN, T, kAMn, kBMn>(d, da, db, (!first || kk > 0) ? 1 : 0);
+  }
 }
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi, DType dt) {
@@ -258,6 +280,54 @@ __device__ __forceinline__ void epilogue_tma_store_fused(float alpha, const Tile
   }
 }
 
+// The TMA-store epilogue of a warpgroup's 64 x kBlockN accumulators, by epilogue kind: a
+// FusedEpilogue's branch-free path; read at run time (RuntimeEpilogue), v14's plain path when
+// Cfg::kPlainEpilogue and the problem has no C_in, bias or activation, else v12's generic one.
+template <class Epi, class Cfg>
+__device__ __forceinline__ void epilogue_tma_store_tile(const GemmArgs& g, const TileBias<Epi, Cfg::kBlockN>& tile_bias,
+                                                        float (&acc)[Cfg::kBlockN / 2], uint8_t* cbuf,
+                                                        const CUtensorMap* tma_c, int64_t bz, int64_t m_tile,
+                                                        int64_t n0, int cw, int t) {
+  if constexpr (!std::is_same_v<Epi, RuntimeEpilogue>) {
+    epilogue_tma_store_fused<Epi, Cfg>(g.alpha, tile_bias, g.m, g.n, acc, cbuf, tma_c, bz, m_tile, n0, cw, t);
+  } else if (Cfg::kPlainEpilogue && !g.c_in && !g.bias && g.act == GemmActivation::kNone) {
+    auto store = [&](auto out) {
+      using Plain = FusedEpilogue<decltype(out), GemmActivation::kNone, false>;
+      epilogue_tma_store_fused<Plain, Cfg>(g.alpha, TileBias<Plain, Cfg::kBlockN>{}, g.m, g.n, acc, cbuf, tma_c, bz,
+                                           m_tile, n0, cw, t);
+    };
+    if (g.out_dtype == DType::kF32) store(float{});
+    else if (g.out_dtype == DType::kF16) store(__half{});
+    else store(__nv_bfloat16{});
+  } else if (g.out_dtype == DType::kF32) epilogue_tma_store<4, Cfg>(g, acc, cbuf, tma_c, bz, m_tile, n0, cw, t);
+  else epilogue_tma_store<2, Cfg>(g, acc, cbuf, tma_c, bz, m_tile, n0, cw, t);
+}
+
+// This CTA's share of a slot's B tile (kBlockN rows of N, 64 of K): kBlockN / kCluster rows,
+// multicast to every CTA of the cluster (loaded alone without one). K-major B is one box
+// (64 K, kBlockN / kCluster N); MN-major B is (64 N, 64 K) boxes 8 KB apart. A box that would
+// lie entirely past N is clamped to n0 (its columns are never stored).
+template <bool kBMn, class Cfg>
+__device__ __forceinline__ void tma_load_b_share(uint8_t* b_dst, const CUtensorMap* tma_b, int32_t n0, int32_t k0,
+                                                 int32_t bz, uint64_t* bar, uint32_t rank, int64_t n) {
+  constexpr int kC = Cfg::kCluster, kBRows = Cfg::kBlockN / kC;
+  auto load_b = [&](void* dst, int32_t c0, int32_t c1) {
+    if constexpr (kC > 1) ptx::tma_load_3d_multicast(dst, tma_b, c0, c1, bz, bar, (1u << kC) - 1);
+    else ptx::tma_load_3d(dst, tma_b, c0, c1, bz, bar);
+  };
+  if constexpr (!kBMn) {
+    const int32_t nr = n0 + int32_t(rank) * kBRows < n ? n0 + int32_t(rank) * kBRows : n0;
+    load_b(b_dst + rank * kBRows * 128, k0, nr);  // box (64 K, kBRows N)
+  } else {
+#pragma unroll
+    for (int j = 0; j < kBRows / 64; ++j) {  // boxes (64 N, 64 K), 8 KB apart
+      const int jj = int(rank) * (kBRows / 64) + j;
+      const int32_t nj = n0 + 64 * jj < n ? n0 + 64 * jj : n0;
+      load_b(b_dst + jj * 8192, nj, k0);
+    }
+  }
+}
+
 // Epi: RuntimeEpilogue (every rung up to v14), or a FusedEpilogue that v15's host code picked.
 template <class T, bool kAMn, bool kBMn, class Cfg, class Epi = RuntimeEpilogue>
 __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
@@ -321,24 +391,7 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
               ptx::tma_load_3d(a_dst + j * 8192, tma_a, mj, k0, bz, &full[s]);
             }
           }
-          // This CTA's share of B: kBN / kC rows of N, multicast to every CTA of the cluster.
-          constexpr int kBRows = kBN / kC;
-          uint8_t* b_dst = sb + s * Cfg::kBBytes;
-          auto load_b = [&](void* dst, int32_t c0, int32_t c1) {
-            if constexpr (kC > 1) ptx::tma_load_3d_multicast(dst, tma_b, c0, c1, bz, &full[s], (1u << kC) - 1);
-            else ptx::tma_load_3d(dst, tma_b, c0, c1, bz, &full[s]);
-          };
-          if constexpr (!kBMn) {
-            const int32_t nr = n0 + int32_t(rank) * kBRows < g.n ? n0 + int32_t(rank) * kBRows : n0;
-            load_b(b_dst + rank * kBRows * 128, k0, nr);  // box (64 K, kBRows N)
-          } else {
-#pragma unroll
-            for (int j = 0; j < kBRows / 64; ++j) {  // boxes (64 N, 64 K), 8 KB apart
-              const int jj = int(rank) * (kBRows / 64) + j;
-              const int32_t nj = n0 + 64 * jj < g.n ? n0 + 64 * jj : n0;
-              load_b(b_dst + jj * 8192, nj, k0);
-            }
-          }
+          tma_load_b_share<kBMn, Cfg>(sb + s * Cfg::kBBytes, tma_b, n0, k0, bz, &full[s], rank, g.n);
         }
       }
     }
@@ -366,15 +419,7 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
         const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa + s * Cfg::kABytes)) + cw * 8192;
         const uint32_t b_base = static_cast<uint32_t>(__cvta_generic_to_shared(sb + s * Cfg::kBBytes));
         ptx::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < Cfg::kBlockK / 16; ++kk) {
-          // K-major: +32 bytes per 16 K inside the swizzled row; MN-major: +16 rows of 128 bytes.
-          const uint64_t da = kAMn ? ptx::make_smem_desc_sw128(a_base + kk * 2048, 8192, 1024)
-                                   : ptx::make_smem_desc_sw128(a_base + kk * 32, 16, 1024);
-          const uint64_t db = kBMn ? ptx::make_smem_desc_sw128(b_base + kk * 2048, 8192, 1024)
-                                   : ptx::make_smem_desc_sw128(b_base + kk * 32, 16, 1024);
-          wgmma_tile<kBN, T, kAMn, kBMn>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
-        }
+        wgmma_k_block<kBN, T, kAMn, kBMn>(acc, a_base, b_base, kb == 0);
         ptx::wgmma_commit_group();
         if constexpr (Cfg::kMmaInFlight == 0) {
           ptx::wgmma_wait_group<0>();
@@ -398,21 +443,8 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
       }
       const int64_t m_tile = tc.m_block * Cfg::kBlockM + cw * 64, n0 = tc.n_block * kBN;
       if constexpr (Cfg::kTmaStore) {
-        uint8_t* cbuf = sc + cw * 2 * Cfg::kCChunkBytes;
-        if constexpr (!std::is_same_v<Epi, RuntimeEpilogue>) {
-          epilogue_tma_store_fused<Epi, Cfg>(g.alpha, tile_bias, g.m, g.n, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw,
-                                             t);
-        } else if (Cfg::kPlainEpilogue && !g.c_in && !g.bias && g.act == GemmActivation::kNone) {
-          auto store = [&](auto out) {
-            using Plain = FusedEpilogue<decltype(out), GemmActivation::kNone, false>;
-            epilogue_tma_store_fused<Plain, Cfg>(g.alpha, TileBias<Plain, kBN>{}, g.m, g.n, acc, cbuf, tma_c, tc.batch,
-                                                 m_tile, n0, cw, t);
-          };
-          if (g.out_dtype == DType::kF32) store(float{});
-          else if (g.out_dtype == DType::kF16) store(__half{});
-          else store(__nv_bfloat16{});
-        } else if (g.out_dtype == DType::kF32) epilogue_tma_store<4, Cfg>(g, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw, t);
-        else epilogue_tma_store<2, Cfg>(g, acc, cbuf, tma_c, tc.batch, m_tile, n0, cw, t);
+        epilogue_tma_store_tile<Epi, Cfg>(g, tile_bias, acc, sc + cw * 2 * Cfg::kCChunkBytes, tma_c, tc.batch, m_tile,
+                                          n0, cw, t);
       } else {
         const int w = t / 32, l = t % 32;
 #pragma unroll
@@ -527,6 +559,30 @@ void launch_hopper(HopperKernel kernel, const GemmArgs& g, const char* name, cud
   }
   HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g));
   HK_CHECK_LAUNCH(name);
+}
+
+// Calls fn(Epi{}) with the epilogue kind a compile-time-epilogue rung (v15, v16) instantiates
+// for the problem: RuntimeEpilogue when it reads C_in (beta != 0), else the FusedEpilogue of its
+// output dtype, activation and bias.
+template <class Fn>
+void dispatch_epilogue(const GemmArgs& g, Fn&& fn) {
+  if (g.c_in) {
+    fn(RuntimeEpilogue{});
+    return;
+  }
+  auto with_act = [&](auto out) {
+    using A = GemmActivation;
+    auto with_bias = [&](auto act) {
+      if (g.bias) fn(FusedEpilogue<decltype(out), decltype(act)::value, true>{});
+      else fn(FusedEpilogue<decltype(out), decltype(act)::value, false>{});
+    };
+    if (g.act == A::kRelu) with_bias(std::integral_constant<A, A::kRelu>{});
+    else if (g.act == A::kGelu) with_bias(std::integral_constant<A, A::kGelu>{});
+    else with_bias(std::integral_constant<A, A::kNone>{});
+  };
+  if (g.out_dtype == DType::kF32) with_act(float{});
+  else if (g.out_dtype == DType::kF16) with_act(__half{});
+  else with_act(__nv_bfloat16{});
 }
 
 // Launches kernel_for(T{}, bool_constant<a_col>, bool_constant<b_col>) — the rung's kernel

@@ -47,32 +47,8 @@ void launch_kind(const GemmArgs& g, cudaStream_t stream) {
                                          });
 }
 
-// Calls fn(OutT{}, integral_constant<activation>, bool_constant<bias>) for the problem's kind.
-template <class Fn>
-void dispatch_kind(const GemmArgs& g, Fn&& fn) {
-  auto with_act = [&](auto out) {
-    using A = GemmActivation;
-    auto with_bias = [&](auto act) {
-      if (g.bias) fn(out, act, std::true_type{});
-      else fn(out, act, std::false_type{});
-    };
-    if (g.act == A::kRelu) with_bias(std::integral_constant<A, A::kRelu>{});
-    else if (g.act == A::kGelu) with_bias(std::integral_constant<A, A::kGelu>{});
-    else with_bias(std::integral_constant<A, A::kNone>{});
-  };
-  if (g.out_dtype == DType::kF32) with_act(float{});
-  else if (g.out_dtype == DType::kF16) with_act(__half{});
-  else with_act(__nv_bfloat16{});
-}
-
 void gemm_v15_launch(const GemmArgs& g, cudaStream_t stream) {
-  if (g.c_in) {
-    launch_kind<gemm_impl::RuntimeEpilogue>(g, stream);
-    return;
-  }
-  dispatch_kind(g, [&](auto out, auto act, auto bias) {
-    launch_kind<gemm_impl::FusedEpilogue<decltype(out), decltype(act)::value, decltype(bias)::value>>(g, stream);
-  });
+  gemm_impl::dispatch_epilogue(g, [&](auto epi) { launch_kind<decltype(epi)>(g, stream); });
 }
 
 std::string gemm_v15_supports(const GemmProblem& p) { return gemm_tma_supports(p, true); }
