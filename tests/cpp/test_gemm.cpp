@@ -127,6 +127,47 @@ TEST(GemmDispatch, FallbackCoversTmaHostileShapes) {
   EXPECT_EQ(reg.pick(k0).supports(k0), "");
 }
 
+// v17_skinny_m_splitk, the decode-shape default: what it declines and why, and that pick()
+// sends decode shapes to it and everything else on to v15.
+TEST(GemmSkinny, SupportsNamesTheReason) {
+  const hk::Variant* v = hk::Registry::get().variant("gemm", "v17_skinny_m_splitk");
+  ASSERT_NE(v, nullptr);
+  EXPECT_TRUE(v->is(hk::kFlagDefault));
+  for (int64_t m : {1, 7, 16, 33, 64}) {
+    hk::GemmProblem p(m, 263, 136, 1, DType::kBF16, DType::kF32, false, true);
+    EXPECT_EQ(v->supports(p), "") << "M=" << m;
+  }
+  hk::GemmProblem tall(65, 256, 256, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(v->supports(tall), "gemm: v17 serves decode shapes (M <= 64), got M=65");
+  hk::GemmProblem nn(16, 256, 256, 1, DType::kBF16, DType::kBF16, false, false);
+  EXPECT_EQ(v->supports(nn),
+            "gemm: v17 serves the \"nt\" layout (row-major A, column-major B: a [N, K] weight), got \"nn\"");
+  hk::GemmProblem k_tail(16, 256, 127, 1, DType::kF16, DType::kF16, false, true);
+  EXPECT_EQ(v->supports(k_tail), "gemm: K*2 bytes must be a multiple of 16 for cp.async, got K=127");
+  hk::GemmProblem k_padded(16, 256, 127, 1, DType::kF16, DType::kF16, false, true, 9);  // ld 136
+  EXPECT_EQ(v->supports(k_padded), "");
+  hk::GemmProblem unaligned(16, 256, 256, 1, DType::kBF16, DType::kBF16, false, true);
+  unaligned.align_bytes = 8;
+  EXPECT_EQ(v->supports(unaligned), "gemm: cp.async needs 16-byte aligned operands, got 8-byte alignment");
+  hk::GemmProblem batched(16, 256, 256, 3, DType::kBF16, DType::kBF16, false, true);
+  batched.batch_stride_b = 0;  // one weight broadcast over the batch
+  EXPECT_EQ(v->supports(batched), "");
+  batched.batch_stride_a = 1001;
+  EXPECT_EQ(v->supports(batched), "gemm: a's batch stride must be a multiple of 16 bytes for cp.async, got 1001 elements");
+}
+
+TEST(GemmSkinny, PickSendsDecodeShapesToV17AndTheRestToV15) {
+  auto& reg = hk::Registry::get();
+  hk::GemmProblem decode(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(reg.pick(decode).name(), "v17_skinny_m_splitk");
+  hk::GemmProblem one(1, 4096, 4096, 1, DType::kF16, DType::kF16, false, true);
+  EXPECT_EQ(reg.pick(one).name(), "v17_skinny_m_splitk");
+  hk::GemmProblem square(4096, 4096, 4096, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(reg.pick(square).name(), "v15_fused_fast_epilogue");
+  hk::GemmProblem decode_nn(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, false);
+  EXPECT_EQ(reg.pick(decode_nn).name(), "v15_fused_fast_epilogue");
+}
+
 namespace {
 
 // Uploads `spec`'s values (logical order) into fresh device storage laid out with its strides.

@@ -1,0 +1,264 @@
+// gemm/v17_skinny_m_splitk.cu
+//
+// Rung 17: decode shapes (M <= 64, "nt": x W^T with a [N, K] weight). Such a GEMM is a stream
+// of B: 2 M N K flops over 2 N K bytes is M flop/byte, below the ~150 flop/byte where even
+// mma.sync (~600 TFLOP/s) would outrun the 4.2 TB/s copy ceiling, so the bound is HBM and the
+// rung's job is to keep enough of B's bytes in flight on every SM. The 128x256 wgmma tiles of
+// v15 leave 7/8 of each tile empty at M = 16 and give N = 8192 only 32 CTAs: 0.43x cuBLAS.
+//
+// Shape: a CTA owns 256 columns of C (8 warps x 32) and a K range; a cluster of S CTAs along K
+// (S = 1..8, picked on the host so that the grid covers the SMs) splits K, and reduces its S
+// partial tiles through distributed shared memory, so the epilogue runs once on the full sum
+// with no workspace. A warp streams its 32 rows of B (4 n8 tiles) straight from global memory
+// into registers, 16 bytes per lane per 32-wide k step (LDG.128, evict-first), 4 k steps per
+// 128-wide iteration: 8 KB per warp per iteration, double-buffered in registers for M <= 32
+// (16 KB in flight per warp, 64-128 KB per SM). The CTA's slice of A (M rows x up to 1024 k)
+// is staged once per segment in shared memory by cp.async (zero-filled past M and K), issued
+// after the first B loads so that its latency hides behind them, and shared by the 8 warps.
+//
+// The k-permutation: mma.m16n8k16's B fragment gives lane (g = lane/4, t = lane%4) the k
+// values {2t, 2t+1, 2t+8, 2t+9} of column g. Here lane (g, t) loads actual k 8t..8t+7 of its
+// column (16 contiguous bytes) and uses them as two mma k16 steps s = 0, 1: fragment k index
+// 2t+e is actual k 8t+4s+e and 2t+8+e is 8t+4s+2+e. That is a bijection of each k32 step onto
+// the two k16 steps, and A's fragments use the same one (lane (g, t) reads 16 bytes at k 8t of
+// rows g and g+8), so the products sum over the same k: the 16-byte load is the fragment.
+// Adds over v15: a shape class of its own — split-K over a cluster (DSMEM reduction), register
+// streaming of B without shared memory, one mma.sync m16n8k16 row block per 16 rows of M.
+// Needs: sm_90 (clusters); "nt" layout; M <= 64; v05's 16-byte rules for A and B (aligned
+// operands, leading dims and batch strides a multiple of 16 bytes); any N, any K (tails are
+// zero-filled); otherwise supports() says why and hk::gemm falls back to v15.
+// Run:   hk bench gemm --variant 'v1[57]*' --shape 16x8192x8192 --shape 1x4096x4096
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "common/launch.cuh"
+#include "common/ptx/cp_async.cuh"
+#include "common/ptx/mma.cuh"
+#include "gemm/epilogue.cuh"
+
+namespace hk {
+namespace {
+
+constexpr int kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kNTiles = 4;                        // n8 tiles per warp: 32 columns of C
+constexpr int kBlockN = kWarps * kNTiles * 8;      // 256 columns per CTA
+constexpr int kStepK = 32;                         // one 16-byte load per lane per column row
+constexpr int kSteps = 4;                          // k steps per iteration
+constexpr int kIterK = kStepK * kSteps;            // 128
+constexpr int kSegK = 1024;                        // A's k extent staged in smem at once
+constexpr int kMaxCluster = 8;                     // the portable cluster size limit
+constexpr int kMaxM = 64;
+// NOTE: an A row's pitch is kSegK + 32 elements = 132 16-byte units, 4 mod 8: the 8 lanes of a
+// 16-byte shared-load phase (rows g, g+1 x t = 0..3) touch 8 different 16-byte bank groups.
+constexpr int kPitchA = kSegK + 32;
+static_assert(kSegK % kIterK == 0 && ((kPitchA * 2 / 16) % 8) == 4, "whole iterations; conflict-free A reads");
+
+template <int kMTiles>
+constexpr int kSmemBytes = kMTiles * 16 * kPitchA * 2;  // (kMTiles * 16, kPitchA) bf16/f16
+// The same bytes hold the CTA's partial tile for the cluster reduction afterwards.
+static_assert(kSmemBytes<1> >= 16 * kBlockN * 4, "the f32 partial tile fits in A's slot");
+
+__device__ __forceinline__ uint4 lds128(const void* p) { return *static_cast<const uint4*>(p); }
+
+// 8 elements of a B row (K contiguous) from element k on; zeros past K. Fast path one 16-byte
+// streaming load (row 16-byte aligned, k a multiple of 8: supports() checks ldb).
+template <class T>
+__device__ __forceinline__ uint4 load_b_chunk(const T* row, int64_t k, int64_t kend) {
+  if (k + 8 <= kend) return __ldcs(reinterpret_cast<const uint4*>(row + k));
+  const unsigned short* h = reinterpret_cast<const unsigned short*>(row + k);
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo = k + 2 * i < kend ? h[2 * i] : 0u, hi = k + 2 * i + 1 < kend ? h[2 * i + 1] : 0u;
+    w[i] = lo | hi << 16;
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// NOTE: min blocks 1: one CTA of 8 warps per SM holds 64-128 KB of B in flight, which is what
+// the bandwidth needs; asking for two would cap registers at 128 and spill the B buffers.
+template <class T, int kMTiles>
+__global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g, int64_t k_per_rank) {
+  namespace cg = cooperative_groups;
+  constexpr bool kDoubleBuffer = kMTiles <= 2;  // M = 64: 64 accumulators leave room for one buffer
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* as = reinterpret_cast<T*>(smem);            // (kMTiles * 16, kPitchA) A segment
+  float* red = reinterpret_cast<float*>(smem);   // (kMTiles * 16, kBlockN) f32 partial tile, later
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gq = lane / 4, tq = lane % 4;
+  const int64_t bi = blockIdx.z, n0 = int64_t(blockIdx.x) * kBlockN;
+  const int64_t kbeg = std::min<int64_t>(int64_t(blockIdx.y) * k_per_rank, g.k);
+  const int64_t kend = std::min<int64_t>(kbeg + k_per_rank, g.k);
+  const T* a = static_cast<const T*>(g.a) + bi * g.batch_stride_a;
+  const T* b = static_cast<const T*>(g.b) + bi * g.batch_stride_b;
+
+  // This lane's B rows (columns of C), clamped into the matrix: columns past N load column
+  // N-1 and their results are dropped by the epilogue's bounds check.
+  const T* brow[kNTiles];
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt)
+    brow[nt] = b + std::min<int64_t>(n0 + warp * 32 + nt * 8 + gq, g.n - 1) * g.ldb;
+
+  using Frag = uint4[kNTiles][kSteps];  // (n8 tile, k step) 8 B values each
+  // Iteration `it` of the segment starting at k0: lane (g, t) loads k0 + 128 it + 32 j + 8 t.
+  auto load = [&](Frag& f, int64_t k0, int it) {
+    const int64_t kb = k0 + int64_t(it) * kIterK + 8 * tq;
+    if (k0 + int64_t(it + 1) * kIterK <= kend) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int j = 0; j < kSteps; ++j) f[nt][j] = __ldcs(reinterpret_cast<const uint4*>(brow[nt] + kb + j * kStepK));
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int j = 0; j < kSteps; ++j) f[nt][j] = load_b_chunk(brow[nt], kb + j * kStepK, kend);
+    }
+  };
+
+  float acc[kMTiles][kNTiles][4] = {};  // (m16 tile, n8 tile, C fragment) f32
+  auto compute = [&](const Frag& f, int it) {
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) {
+      const int kk = it * kIterK + j * kStepK + 8 * tq;  // inside the smem segment
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        const uint4 r = lds128(as + (mt * 16 + gq) * kPitchA + kk);      // row g
+        const uint4 q = lds128(as + (mt * 16 + gq + 8) * kPitchA + kk);  // row g + 8
+        const uint32_t a0[4] = {r.x, q.x, r.y, q.y}, a1[4] = {r.z, q.z, r.w, q.w};  // k16 steps 0, 1
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          const uint32_t b0[2] = {f[nt][j].x, f[nt][j].y}, b1[2] = {f[nt][j].z, f[nt][j].w};
+          ptx::mma_m16n8k16<T>(acc[mt][nt], a0, b0);
+          ptx::mma_m16n8k16<T>(acc[mt][nt], a1, b1);
+        }
+      }
+    }
+  };
+
+  for (int64_t k0 = kbeg; k0 < kend; k0 += kSegK) {
+    const int iters = static_cast<int>((std::min<int64_t>(kend - k0, kSegK) + kIterK - 1) / kIterK);
+    Frag f0;
+    load(f0, k0, 0);  // in flight while A's segment is staged
+    __syncthreads();  // every warp is done with the previous segment's A
+    // A's rows 0..16 kMTiles-1 at k0 .. k0 + 128 iters, 16 bytes per cp.async, zero past M and K.
+    const int chunks_per_row = iters * kIterK / 8;
+    for (int c = tid; c < kMTiles * 16 * chunks_per_row; c += kThreads) {
+      const int row = c / chunks_per_row, col = (c % chunks_per_row) * 8;
+      const int64_t left = row < g.m ? kend - (k0 + col) : 0;  // rows past M: zeros
+      const int bytes = left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 8) * 2);
+      ptx::cp_async_16(as + row * kPitchA + col, bytes ? a + row * g.lda + k0 + col : a, bytes);
+    }
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    if constexpr (kDoubleBuffer) {
+      Frag f1;
+      for (int it = 0; it < iters; it += 2) {
+        if (it + 1 < iters) load(f1, k0, it + 1);
+        compute(f0, it);
+        if (it + 1 >= iters) break;
+        if (it + 2 < iters) load(f0, k0, it + 2);
+        compute(f1, it + 1);
+      }
+    } else {
+      for (int it = 0; it < iters; ++it) {
+        if (it > 0) load(f0, k0, it);
+        compute(f0, it);
+      }
+    }
+  }
+
+  // Split-K: each CTA leaves its partial tile in its own shared memory; after the cluster
+  // barrier, rank r sums a 1/S slice of the tile over all S CTAs (rank order: deterministic)
+  // and runs the epilogue on it.
+  __syncthreads();  // A's last reads are done before the partial tile overwrites it
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const ptx::RowCol c = ptx::mma_c_element(lane, e);
+        red[(mt * 16 + c.row) * kBlockN + warp * 32 + nt * 8 + c.col] = acc[mt][nt][e];
+      }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every CTA's partial tile is written
+  const unsigned ranks = cluster.num_blocks(), rank = cluster.block_rank();
+  constexpr int kElems = kMTiles * 16 * kBlockN;
+  const int lo = static_cast<int>(kElems * rank / ranks), hi = static_cast<int>(kElems * (rank + 1) / ranks);
+  for (int e = lo + tid; e < hi; e += kThreads) {
+    const int64_t row = e / kBlockN, col = n0 + e % kBlockN;
+    if (row >= g.m || col >= g.n) continue;
+    // All S remote loads issued back to back (unrolled over the largest cluster), then summed.
+    float part[kMaxCluster];
+#pragma unroll
+    for (int q = 0; q < kMaxCluster; ++q) part[q] = q < int(ranks) ? *cluster.map_shared_rank(red + e, q) : 0.0f;
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kMaxCluster; ++q) sum += part[q];
+    gemm_impl::epilogue_store(g, sum, bi, row, col);
+  }
+  cluster.sync();  // no CTA exits (freeing its shared memory) while peers still read it
+}
+
+// Cluster size along K: the smallest power of two whose grid reaches ~0.9 of the SMs (one CTA
+// per SM: 8 warps with 8-16 KB of B in flight each), without giving a rank less than one
+// 128-wide iteration. 16x8192x8192: 32 column tiles x 4 = 128 CTAs on 132 SMs.
+int cluster_size(const GemmArgs& g) {
+  const int64_t tiles = ceil_div(g.n, kBlockN) * g.batch, iters = ceil_div(g.k, kIterK);
+  const int64_t target = device_info().sm_count * 9 / 10;
+  int s = 1;
+  while (s < kMaxCluster && tiles * s < target && 2 * s <= iters) s *= 2;
+  return s;
+}
+
+template <class T, int kMTiles>
+void launch_tiles(const GemmArgs& g, cudaStream_t stream) {
+  auto kernel = gemm_v17_kernel<T, kMTiles>;
+  constexpr int smem = kSmemBytes<kMTiles>;
+  // NOTE: past the 48 KB default, dynamic shared memory needs this opt-in (per device; cheap).
+  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int s = cluster_size(g);
+  const int64_t k_per_rank = ceil_div(ceil_div(g.k, s), kIterK) * kIterK;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(gemm_impl::grid_dim(ceil_div(g.n, kBlockN), "N"), s, gemm_impl::grid_dim(g.batch, "batch"));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 1, attr.val.clusterDim.y = s, attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, g, k_per_rank));
+  HK_CHECK_LAUNCH("gemm_v17_kernel");
+}
+
+void gemm_v17_launch(const GemmArgs& g, cudaStream_t stream) {
+  gemm_impl::dispatch_input(g.in_dtype, "v17_skinny_m_splitk", [&](auto t) {
+    using T = decltype(t);
+    if (g.m <= 16) launch_tiles<T, 1>(g, stream);
+    else if (g.m <= 32) launch_tiles<T, 2>(g, stream);
+    else launch_tiles<T, 4>(g, stream);
+  });
+}
+
+std::string gemm_v17_supports(const GemmProblem& p) {
+  std::string why = gemm_cp_async_supports(p, kMaxM);
+  if (!why.empty()) return why;
+  if (p.a_col || !p.b_col)
+    return "gemm: v17 serves the \"nt\" layout (row-major A, column-major B: a [N, K] weight), got \"" + p.layout() +
+           "\"";
+  if (p.m > kMaxM)
+    return "gemm: v17 serves decode shapes (M <= " + std::to_string(kMaxM) + "), got M=" + std::to_string(p.m);
+  return "";
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v17_skinny_m_splitk",
+                    "decode-shape default (M <= 64, nt): B streamed by 16-byte loads into mma.sync fragments, "
+                    "split-K over a cluster reduced through DSMEM",
+                    90, kFlagDefault, gemm_v17_supports, gemm_v17_launch);
+
+}  // namespace hk
