@@ -27,12 +27,17 @@ HostTensor random_tensor(const TensorSpec& spec, uint64_t seed);
 // The byte pattern used to poison outputs and padding: all 0xFF (NaN in every float dtype).
 constexpr uint8_t kPoisonByte = 0xFF;
 
-// Splits [0, n) into chunks over the hardware threads; fn(begin, end).
+// Threads for host loops: HK_THREADS when set, else the CPUs this process may run on (affinity
+// mask, and a cgroup v2 CPU quota when there is one), at least 1.
+int thread_count();
+// Splits [0, n) into chunks over thread_count() threads; fn(begin, end).
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
 // A fast deterministic generator (splitmix64) for reproducible fills.
 struct Rng {
   uint64_t state;
+  double spare = 0;        // normal(): the second value of the last Box-Muller pair
+  bool has_spare = false;
   explicit Rng(uint64_t seed) : state(seed) {}
   uint64_t next() {
     uint64_t z = (state += 0x9E3779B97F4A7C15ull);

@@ -2,9 +2,13 @@
 // test relies on, the registry's contents and dispatch order.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "bench/bench.hpp"
 #include "bench/case.hpp"
@@ -61,6 +65,20 @@ TEST(Host, RoundTripEveryFloatDtype) {
   }
   EXPECT_EQ(hk::host::round_to(DType::kBF16, 1.0 + 1.0 / 512), 1.0);  // ties to even
   EXPECT_EQ(hk::host::round_to(DType::kF16, 65504.0), 65504.0);
+}
+
+TEST(Host, ParallelForCoversEveryIndexOnceWithinTheThreadCount) {
+  const int threads = hk::host::thread_count();
+  EXPECT_GE(threads, 1);
+  if (!std::getenv("HK_THREADS")) {
+    EXPECT_LE(threads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  }
+  const int64_t n = (1 << 20) + 7;
+  std::vector<std::atomic<int>> hits(n);
+  hk::host::parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+  });
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
 }
 
 TEST(Host, PackedInt4) {
