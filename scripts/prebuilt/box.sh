@@ -1,0 +1,12 @@
+# Sourced on the GPU box (bash): unpacks scripts/prebuilt/pack.sh's build/carry into build/ci,
+# points the loader at the toolkit and the carried libfmt, and builds the Python extension
+# against the prebuilt library in the background (PYEXT_PID; the package is then importable
+# with PYTHONPATH=/tmp/hk-pyext/python). Sets B=build/ci.
+tar xzf build/carry/prebuilt.tgz
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:$PWD/build/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+B=build/ci
+( cmake -S scripts/prebuilt/pyext -B /tmp/hk-pyext -G Ninja -DCMAKE_BUILD_TYPE=Release -DREPO="$PWD" \
+    -DPREBUILT="$PWD/$B" -DPython_EXECUTABLE="$(command -v python3)" &&
+  cmake --build /tmp/hk-pyext -j 8 &&
+  for f in "$PWD"/python/hopperkit/*.py; do ln -sf "$f" /tmp/hk-pyext/python/hopperkit/; done ) >/tmp/hk-pyext.log 2>&1 &
+PYEXT_PID=$!

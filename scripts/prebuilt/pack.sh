@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Packs this machine's `ci` build for the GPU box, so a device call spends no time building
+# (a fresh box takes ~175 s to build the library; see docs/gpu-runs.md). Writes
+# build/carry/prebuilt.tgz (hk, hk_tests, libhopperkit.so, the generated version header) and
+# build/carry/lib/ (the libfmt this build linked). Pass `carry: ["build/carry"]` to the device
+# tool and start the command with `source scripts/prebuilt/box.sh`.
+# Usage: scripts/prebuilt/pack.sh   (configures and builds the ci preset first: the configure
+#        step stamps the current commit into hk_version.hpp)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+b=build/ci
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "${HK_JOBS:-2}" >/dev/null
+for f in $b/hk $b/tests/cpp/hk_tests $b/src/libhopperkit.so $b/generated/hk_version.hpp; do
+  [[ -f $f ]] || { echo "pack.sh: $f is missing: build the ci preset first" >&2; exit 1; }
+done
+mkdir -p build/carry/lib
+cp -L "$(ldd $b/src/libhopperkit.so | awk '/libfmt/ {print $3}')" build/carry/lib/
+tar czf build/carry/prebuilt.tgz $b/hk $b/tests/cpp/hk_tests $b/src/libhopperkit.so $b/generated/hk_version.hpp
+echo "build/carry: $(du -sh build/carry | cut -f1) ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', uncommitted changes'))"
