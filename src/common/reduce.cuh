@@ -2,6 +2,7 @@
 //
 // NaN semantics: sums propagate NaN by IEEE arithmetic; max_nan() propagates NaN explicitly
 // (fmaxf(NaN, x) returns x, which would silently drop a NaN that the reference keeps).
+// Device code here targets sm_90a only (PTX max.NaN needs sm_80).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -15,8 +16,14 @@ struct SumOp {
   static constexpr float kIdentity = 0.0f;
 };
 
-// max that returns NaN if either operand is NaN
-__device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
+// max that returns NaN if either operand is NaN: PTX max.NaN, one FMNMX.NAN. The portable
+// (a != a || a > b) ? a : b compiled to three (FSETP, FSETP.NAN, FSEL) in a serial chain: 3 of
+// softmax v02's ~21 instructions per element.
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
 
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return max_nan(a, b); }

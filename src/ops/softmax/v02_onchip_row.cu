@@ -7,8 +7,19 @@
 // (y, dy in, dx out) — the minimum. 16-byte loads and stores; the row's scalar head and tail
 // (unaligned starts, odd T) are one extra register on the first lanes. Rows of <= 1024
 // elements take a warp each (8 rows per block, shuffle reductions only); longer rows a block
-// of ceil(T / 32) threads rounded to a warp. exp via exp2 of (x - max) * log2 e, computed
-// twice (sum, then output) rather than held as f32, which would double the registers.
+// of ceil(T / 32) threads rounded to a warp.
+// Forward math (common/rows.cuh), lean because the rung was issue-bound (ncu at 16384x8192 bf16:
+// issue slots 79.5% busy, DRAM 66.8%, 159.5 us = 80% of copy): the max compares packed bf16x2 /
+// f16x2 pairs (HMNMX2.NAN) of the raw slice; vectors past the row end hold -inf, neutral in the
+// max and the sum, so only the stores check bounds; exp(x - m) is one FFMA (x log2e + (32 -
+// m log2e)) and one MUFU.EX2 (ex2.approx.ftz), the 2^32 bias keeping subnormal outputs exact
+// and cancelling against the sum; rows with |max| > 2^23 (or NaN / inf) take the exact
+// (x - m) form in a uniform branch; 1 / sum is one MUFU.RCP per row; vector offsets are 32-bit.
+// SASS per row per thread (32 elements, sm_90a): bf16 block-per-row 979 -> 454 instructions
+// (30.6 -> 14.2 per element; f16 964 -> 453, f32 954 -> 524; warp-per-row bf16 958 -> 408).
+// ptxas keeps the 32 exponentials across the sum's reduction (58 registers bf16), so the output
+// pass is one FMUL and half an F2FP per element; forward is held to 64 registers (2 blocks of
+// 512) so that f32 keeps 4 blocks of 256 (76 registers unbounded).
 // Adds over v01: one read instead of three (forward) or two (backward), vector access, and a
 // thread count sized to the row.
 // Needs: T <= 16384 (512 threads x 32 elements; backward f32 8192), 16-byte aligned operands whose rows share a
@@ -17,6 +28,7 @@
 // Run:   hk bench softmax --variant v02_onchip_row --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
+#include "common/row_slice.cuh"
 #include "common/rows.cuh"
 #include "softmax/softmax_op.hpp"
 
@@ -25,9 +37,13 @@ namespace {
 
 constexpr int kMaxThreads = 512;
 constexpr int kWarpRowsBlock = 256;  // warp-per-row mode: 8 rows per block
+// Forward: at most 64 registers (2 blocks of 512 threads per SM). Backward: no minimum (0),
+// its register counts as before (an explicit 1 made ptxas take more: f16 57 -> 82).
+template <bool kBackward>
+constexpr int kMinBlocks = kBackward ? 0 : 2;
 
 template <class T, bool kBackward, bool kWarpRows>
-__global__ void __launch_bounds__(kMaxThreads) softmax_v02_kernel(const T* __restrict__ a, const T* __restrict__ dy,
+__global__ void __launch_bounds__(kMaxThreads, kMinBlocks<kBackward>) softmax_v02_kernel(const T* __restrict__ a, const T* __restrict__ dy,
                                                                   T* __restrict__ out, int64_t rows, int64_t cols,
                                                                   int64_t ld_a, int64_t ld_dy, int64_t ld_out) {
   constexpr int kV = kVec16<T>;
@@ -46,61 +62,67 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_v02_kernel(const T* __res
     const T* dr = kBackward ? dy + r * ld_dy : nullptr;
     T* o = out + r * ld_out;
     const RowSplit s = row_split(ar, cols);  // every operand's row has this split (same phase)
-    V va[kPer], vd[kBackward ? kPer : 1];  // (kPer, kV) the row slice of this thread
+    const int nvec = static_cast<int>(s.nvec);  // T <= 16384: 32-bit vector indices
+    const int step = nl * kV;                   // elements between this thread's vectors
+    V va[kPer], vd[kBackward ? kPer : 1];       // (kPer, kV) the row slice of this thread
+    unsigned valid = 0;                         // bit k: vector k lies in the row
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
-      const int64_t i = lane + int64_t(k) * nl;
-      if (i < s.nvec) {
-        va[k] = load_stream<T, kV>(ar + s.head + i * kV);
-        if constexpr (kBackward) vd[k] = load_stream<T, kV>(dr + s.head + i * kV);
+      if (lane + k * nl < nvec) {
+        valid |= 1u << k;
+        va[k] = load_stream<T, kV>(ar + s.head + lane * kV + k * step);
+        if constexpr (kBackward) vd[k] = load_stream<T, kV>(dr + s.head + lane * kV + k * step);
+      } else if constexpr (!kBackward) {
+        va[k] = neg_inf_vec<T>();  // neutral in the max and the sum: no bounds check per pass
       }
     }
     const bool has_edge = lane < s.edges();
     const int64_t edge = has_edge ? s.edge<kV>(lane) : 0;
     const float ea = has_edge ? to_f32(ar[edge]) : 0.f;
     if constexpr (!kBackward) {
-      float m = has_edge ? ea : MaxOp::kIdentity;
+      const float m = reduce(max_nan(slice_max<T>(va), has_edge ? ea : MaxOp::kIdentity), MaxOp{});
+      T* ob = o + s.head + lane * kV;
+      with_row_exp(m, [&](auto ex) {
+        // Each pass widens the slice afresh (opaque): f32 copies kept across the reduction
+        // would double the slice's registers.
+        float sum = has_edge ? ex(ea) : 0.f, f[kV];
 #pragma unroll
-      for (int k = 0; k < kPer; ++k)
-        if (lane + int64_t(k) * nl < s.nvec)
+        for (int k = 0; k < kPer; ++k) {
+          opaque(va[k]);
+          widen(va[k], f);
+          float part = ex(f[0]);
 #pragma unroll
-          for (int j = 0; j < kV; ++j) m = max_nan(m, to_f32(va[k].v[j]));
-      m = reduce(m, MaxOp{});
-      float sum = has_edge ? exp_shifted(ea, m) : 0.f;
+          for (int j = 1; j < kV; ++j) part += ex(f[j]);
+          sum += part;
+        }
+        const float inv = inv_sum(reduce(sum, SumOp{}));
 #pragma unroll
-      for (int k = 0; k < kPer; ++k)
-        if (lane + int64_t(k) * nl < s.nvec)
-#pragma unroll
-          for (int j = 0; j < kV; ++j) sum += exp_shifted(to_f32(va[k].v[j]), m);
-      const float inv = 1.f / reduce(sum, SumOp{});
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        const int64_t i = lane + int64_t(k) * nl;
-        if (i < s.nvec) {
+        for (int k = 0; k < kPer; ++k) {
+          opaque(va[k]);
+          widen(va[k], f);
           V w;
 #pragma unroll
-          for (int j = 0; j < kV; ++j) w.v[j] = from_f32<T>(exp_shifted(to_f32(va[k].v[j]), m) * inv);
-          store_stream<T, kV>(o + s.head + i * kV, w);
+          for (int j = 0; j < kV; ++j) w.v[j] = from_f32<T>(ex(f[j]) * inv);
+          if ((valid >> k) & 1u) store_stream<T, kV>(ob + k * step, w);
         }
-      }
-      if (has_edge) o[edge] = from_f32<T>(exp_shifted(ea, m) * inv);
+        if (has_edge) o[edge] = from_f32<T>(ex(ea) * inv);
+      });
     } else {
       const float ed = has_edge ? to_f32(dr[edge]) : 0.f;
       float dot = ea * ed;
 #pragma unroll
       for (int k = 0; k < kPer; ++k)
-        if (lane + int64_t(k) * nl < s.nvec)
+        if ((valid >> k) & 1u)
 #pragma unroll
           for (int j = 0; j < kV; ++j) dot += to_f32(va[k].v[j]) * to_f32(vd[k].v[j]);
       dot = reduce(dot, SumOp{});
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
-        const int64_t i = lane + int64_t(k) * nl;
-        if (i < s.nvec) {
+        if ((valid >> k) & 1u) {
           V w;
 #pragma unroll
           for (int j = 0; j < kV; ++j) w.v[j] = from_f32<T>(to_f32(va[k].v[j]) * (to_f32(vd[k].v[j]) - dot));
-          store_stream<T, kV>(o + s.head + i * kV, w);
+          store_stream<T, kV>(o + s.head + lane * kV + k * step, w);
         }
       }
       if (has_edge) o[edge] = from_f32<T>(ea * (ed - dot));

@@ -111,10 +111,10 @@ __global__ void __launch_bounds__(kThreads) softmax_v04_kernel(const T* __restri
       const float mb = block_reduce<kThreads>(st.m, MaxOp{});
       const float sb = block_reduce<kThreads>(rescale_sum(st.s, st.m, mb), SumOp{});
       m = cluster_reduce(mb, MaxOp{});
-      inv = 1.f / cluster_reduce(rescale_sum(sb, mb, m), SumOp{});
+      inv = inv_sum(cluster_reduce(rescale_sum(sb, mb, m), SumOp{})) * kUnbias;
     }
     // Normalize the slice: from registers, or a second (streaming) read.
-    auto apply = [&](float x, float d) { return kBackward ? x * (d - dot) : exp_shifted(x, m) * inv; };
+    auto apply = [&](float x, float d) { return kBackward ? x * (d - dot) : row_exp_exact(m)(x) * inv; };
     if (has_edge) o[edge] = from_f32<T>(apply(ea, ed));
     auto write = [&](const V& x, const V& d, int64_t i) {
       V w;
