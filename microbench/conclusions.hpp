@@ -63,6 +63,13 @@ struct WavePoint {
   double tile_grid_us = 0;   // one block per tile
   double persistent_us = 0;  // persistent grid over 8x finer chunks
 };
+// t = fixed_us + wave_us x waves, fitted on the one-block-per-tile points at whole waves; the
+// balanced ideal of `tiles` pays the fixed cost once and tiles / SMs of a wave.
+struct WaveFit {
+  double fixed_us = 0, wave_us = 0;
+  double ideal_us(int tiles, int sm_count) const { return fixed_us + wave_us * tiles / sm_count; }
+};
+WaveFit wave_fit(const std::vector<WavePoint>& points, int sm_count);
 std::string wave_conclusion(const std::vector<WavePoint>& points, int sm_count);
 
 // ---- memory paths ----

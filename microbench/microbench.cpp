@@ -130,6 +130,41 @@ hk::bench::Timing time_launch(const std::function<void(cudaStream_t)>& launch, c
   return hk::bench::time_launches(launch, t);
 }
 
+PerClock per_clock(const std::vector<BlockSpan>& spans, int blocks, double work_per_block) {
+  std::vector<double> rate, mhz;
+  for (size_t l = 0; blocks > 0 && l + blocks <= spans.size(); l += blocks) {
+    struct Sm {
+      long long clk0, clk1, ns0, ns1;
+      int n;
+    };
+    std::map<int, Sm> sms;
+    for (size_t b = l; b < l + blocks; ++b) {
+      const BlockSpan& s = spans[b];
+      Sm& m = sms.try_emplace(s.sm, Sm{s.clk0, s.clk1, s.ns0, s.ns1, 0}).first->second;
+      m.clk0 = std::min(m.clk0, s.clk0), m.clk1 = std::max(m.clk1, s.clk1);
+      m.ns0 = std::min(m.ns0, s.ns0), m.ns1 = std::max(m.ns1, s.ns1);
+      ++m.n;
+    }
+    for (auto& [sm, m] : sms) {
+      if (m.clk1 <= m.clk0 || m.ns1 <= m.ns0) continue;
+      rate.push_back(m.n * work_per_block / double(m.clk1 - m.clk0));
+      mhz.push_back(1e3 * double(m.clk1 - m.clk0) / double(m.ns1 - m.ns0));
+    }
+  }
+  if (rate.empty()) return {};
+  return {median(rate), median(mhz)};
+}
+
+std::vector<BlockSpan> SpanRing::last(int n) const {
+  std::vector<BlockSpan> all = d_.to_host(), out;
+  n = int(std::min<long long>({n, launches_, next_}));
+  for (long long l = next_ - n; l < next_; ++l) {
+    auto first = all.begin() + (l % launches_) * blocks_;
+    out.insert(out.end(), first, first + blocks_);
+  }
+  return out;
+}
+
 std::vector<uint32_t> random_cycle(uint32_t n, uint64_t seed) {
   if (n == 0) return {};
   std::vector<uint32_t> order(n);

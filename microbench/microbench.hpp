@@ -111,7 +111,9 @@ struct ClockSpan {
 template <class T>
 class DeviceArray {
  public:
-  explicit DeviceArray(size_t n) : n_(n) { HK_CHECK_CUDA(cudaMalloc(&p_, n * sizeof(T) + (n == 0))); }
+  explicit DeviceArray(size_t n) : n_(n) {
+    HK_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T) + (n == 0)));  // the C API: .cpp users too
+  }
   ~DeviceArray() { cudaFree(p_); }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
@@ -131,6 +133,39 @@ class DeviceArray {
  private:
   T* p_ = nullptr;
   size_t n_ = 0;
+};
+
+// One block's timed interval: the SM it ran on and clock64 / %globaltimer at both ends. clock64
+// counts per SM, so cycles are compared only within one SM.
+struct BlockSpan {
+  long long clk0 = 0, clk1 = 0, ns0 = 0, ns1 = 0;
+  int sm = -1;
+};
+
+// Work per SM per cycle counted by the kernel's own clock, never by a clock read at another moment
+// (the first H200 run divided a median-sample rate by the last launch's clock and read 102% of the
+// datasheet). Per launch and SM: the work of the blocks that ran there over the cycles from their
+// earliest start to their latest end; `spans` holds whole launches of `blocks` spans each.
+// Medians over every (launch, SM); mhz is the clock over the same intervals.
+struct PerClock {
+  double per_sm_clk = 0, mhz = 0;
+};
+PerClock per_clock(const std::vector<BlockSpan>& spans, int blocks, double work_per_block);
+
+// A device ring of BlockSpans with one slice of `blocks` per launch, `launches` slices: each
+// launch under time_launch takes the next slice, so the spans of every timed launch survive
+// (time_launch times its last Timing::samples launches, at most Options::max_samples).
+class SpanRing {
+ public:
+  SpanRing(int blocks, int launches) : blocks_(blocks), launches_(launches), d_(size_t(blocks) * launches) {}
+  BlockSpan* next() { return d_.get() + size_t(next_++ % launches_) * blocks_; }
+  // The spans of the last `n` launches (n <= launches), oldest first.
+  std::vector<BlockSpan> last(int n) const;
+
+ private:
+  int blocks_, launches_;
+  long long next_ = 0;
+  DeviceArray<BlockSpan> d_;
 };
 
 // A random single cycle through `n` slots: next[i] is the slot visited after slot i.

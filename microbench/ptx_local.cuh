@@ -42,6 +42,15 @@ __device__ __forceinline__ void store_span(ClockSpan* out, const Stamp& a, const
   out->ns = static_cast<long long>(b.ns - a.ns);
 }
 
+// Called by one thread per block after a __syncthreads, so the block's whole work lies in [a, b].
+__device__ __forceinline__ void store_block_span(BlockSpan* out, const Stamp& a, const Stamp& b) {
+  out->clk0 = a.clk;
+  out->clk1 = b.clk;
+  out->ns0 = static_cast<long long>(a.ns);
+  out->ns1 = static_cast<long long>(b.ns);
+  out->sm = static_cast<int>(sm_id());
+}
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

@@ -3,8 +3,9 @@
 // Each SM has 4 x 32 FP32 lanes (128 FMA per cycle) and 16 special-function lanes (MUFU: ex2,
 // sin, rsqrt, rcp, tanh: 16 results per cycle). Each thread keeps 8 independent inputs, walks them
 // through [-4, 4] and accumulates op(x), so the loop is bound by the op's pipe, not by latency;
-// the FMA row is 8 independent fmaf chains. Results per SM per cycle = results / (time x SM clock
-// x SMs), the clock read in the kernel (clock64 over %globaltimer).
+// the FMA row is 8 independent fmaf chains. Results per SM per cycle = the results of the blocks on
+// one SM / the clock64 cycles from their first start to their last end (per_clock: median over
+// SMs and timed launches), so a clock that moves between launches cannot bias it.
 //   FMA                    expect 128 / SM / cycle
 //   __expf, ex2.approx,    expect 16 (one MUFU each; __expf adds an FMUL, exp2f's ftz form is one
 //   __sinf, rsqrtf,        MUFU.EX2); tanhf is the IEEE-accurate libm path (several instructions)
@@ -45,13 +46,14 @@ __device__ __forceinline__ float apply(float x) {
 }
 
 template <int kOp>
-__global__ void mb_sfu_kernel(int iters, float* sink, ClockSpan* span) {
+__global__ void mb_sfu_kernel(int iters, float* sink, BlockSpan* spans) {
   float x[8], acc[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     x[j] = -4.0f + 8.0f * float((threadIdx.x * 8 + j) % 1024) / 1024.0f;
     acc[j] = 0;
   }
+  __syncthreads();  // the block's span covers all its warps' work
   Stamp a = stamp();
   for (int i = 0; i < iters; ++i) {
 #pragma unroll
@@ -64,8 +66,9 @@ __global__ void mb_sfu_kernel(int iters, float* sink, ClockSpan* span) {
       }
     }
   }
+  __syncthreads();
   Stamp b = stamp();
-  if (blockIdx.x == 0 && threadIdx.x == 0) store_span(span, a, b);
+  if (threadIdx.x == 0) store_block_span(&spans[blockIdx.x], a, b);
   float s = 0;
 #pragma unroll
   for (int j = 0; j < 8; ++j) s += acc[j] + x[j];
@@ -78,14 +81,14 @@ struct Row {
   double expected;   // results / SM / cycle by the unit counts; 0 = no simple expectation
   int iters;
   const void* fn;
-  void (*launch)(int, int, int, float*, ClockSpan*, cudaStream_t);
+  void (*launch)(int, int, int, float*, BlockSpan*, cudaStream_t);
 };
 
 template <int kOp>
 Row row(const char* name, const char* sass, double expected, int iters) {
   return {name, sass, expected, iters, reinterpret_cast<const void*>(mb_sfu_kernel<kOp>),
-          [](int grid, int threads, int it, float* sink, ClockSpan* span, cudaStream_t s) {
-            mb_sfu_kernel<kOp><<<grid, threads, 0, s>>>(it, sink, span);
+          [](int grid, int threads, int it, float* sink, BlockSpan* spans, cudaStream_t s) {
+            mb_sfu_kernel<kOp><<<grid, threads, 0, s>>>(it, sink, spans);
             HK_CHECK_LAUNCH("mb_sfu_kernel");
           }};
 }
@@ -93,7 +96,6 @@ Row row(const char* name, const char* sass, double expected, int iters) {
 Result run_sfu(const Options& o) {
   const hk::DeviceInfo& d = hk::device_info();
   DeviceArray<float> sink(1);
-  DeviceArray<ClockSpan> span(1);
   const std::vector<Row> rows{
       row<kFma>("fmaf", "FFMA", 128, 4096),
       row<kExpf>("__expf", "FMUL + MUFU.EX2", 16, 512),
@@ -116,10 +118,10 @@ Result run_sfu(const Options& o) {
     int per_sm = 0;
     HK_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, r.fn, threads, 0));
     const int grid = d.sm_count * std::max(per_sm, 1);
-    auto tm = time_launch([&](cudaStream_t s) { r.launch(grid, threads, r.iters, sink.get(), span.get(), s); }, o, true);
-    const double mhz = span.to_host()[0].mhz();
-    const double results = double(grid) * threads * r.iters * 8;
-    const double per_sm_clk = results / (tm.median_us * 1e-6) / (mhz * 1e6) / d.sm_count;
+    SpanRing ring(grid, o.max_samples);
+    auto tm = time_launch([&](cudaStream_t s) { r.launch(grid, threads, r.iters, sink.get(), ring.next(), s); }, o, true);
+    const PerClock pc = per_clock(ring.last(tm.samples), grid, double(threads) * r.iters * 8);
+    const double mhz = pc.mhz, per_sm_clk = pc.per_sm_clk;
     t.add({r.name, r.sass, tm.median_us, tm.spread_pct(), per_sm_clk,
            r.expected > 0 ? Cell(r.expected) : Cell("-"), mhz});
     if (std::string(r.name) == "fmaf") fma = per_sm_clk;

@@ -6,9 +6,10 @@
 //   wgmma      m64n256k16 bf16 / f16 and m64n256k32 e4m3, A and B from shared memory (SS) or A
 //              from registers (RS); 8 wgmmas per commit group, one group kept in flight
 // The datasheet's dense peak (H100/H200 SXM: 989.4 TFLOP/s bf16, 1978.9 fp8) is 132 SMs at a
-// 1830 MHz boost clock: 4096 bf16 (8192 fp8) FLOP per SM per cycle. Each row divides its
-// FLOP/s by the SM clock read in the kernel, so a lower clock under load is not mistaken for a
-// slower pipe. Expect wgmma near the per-cycle peak and mma.sync well below it (Hopper's legacy
+// 1830 MHz boost clock: 4096 bf16 (8192 fp8) FLOP per SM per cycle. The per-cycle figure counts
+// cycles with clock64 in the kernel, per SM over the same interval as the work (per_clock), so a
+// lower clock under load is not mistaken for a slower pipe, and a clock read at another moment
+// cannot push it above what the pipe does per cycle. Expect wgmma near the per-cycle peak and mma.sync well below it (Hopper's legacy
 // path). wgmma needs sm_90a; its SASS should show HGMMA (QGMMA for fp8).
 // Launch overhead: 2000 empty kernels launched on a stream vs replayed from a CUDA graph.
 // Run: hk microbench tensor_cores
@@ -59,7 +60,7 @@ constexpr int kMmaAcc = 8;  // independent accumulators per warp: covers the MMA
 // products out of the loop and shared equal products between accumulators. Every A register
 // changes each iteration and each accumulator has its own B.
 template <int kKind>
-__global__ void mb_tc_mma_sync_kernel(int iters, uint32_t flip, float* sink, ClockSpan* span) {
+__global__ void mb_tc_mma_sync_kernel(int iters, uint32_t flip, float* sink, BlockSpan* spans) {
   uint32_t a[4], b[kMmaAcc][2];  // a B fragment per accumulator: no two MMAs share a product
 #pragma unroll
   for (int i = 0; i < 4; ++i) a[i] = operand_bits(kKind, threadIdx.x * 32 + i);
@@ -67,6 +68,7 @@ __global__ void mb_tc_mma_sync_kernel(int iters, uint32_t flip, float* sink, Clo
   for (int k = 0; k < kMmaAcc; ++k)
     b[k][0] = operand_bits(kKind, threadIdx.x * 32 + 4 + 2 * k), b[k][1] = operand_bits(kKind, threadIdx.x * 32 + 5 + 2 * k);
   float d[kMmaAcc][4] = {};
+  __syncthreads();  // the block's span covers all its warps' work
   Stamp s0 = stamp();
   for (int it = 0; it < iters; ++it) {
 #pragma unroll
@@ -78,8 +80,9 @@ __global__ void mb_tc_mma_sync_kernel(int iters, uint32_t flip, float* sink, Clo
 #pragma unroll
   for (int k = 0; k < kMmaAcc; ++k) s += d[k][0] + d[k][1] + d[k][2] + d[k][3];
   if (s == -1.0f) *sink = s;
+  __syncthreads();
   Stamp s1 = stamp();
-  if (blockIdx.x == 0 && threadIdx.x == 0) store_span(span, s0, s1);
+  if (threadIdx.x == 0) store_block_span(&spans[blockIdx.x], s0, s1);
 }
 
 // ---- wgmma ---------------------------------------------------------------------------------
@@ -133,7 +136,7 @@ constexpr int kWgmmaPerGroup = 8;
 
 // One warpgroup per block. A: (64 rows, 32 bytes of K) = 2 KiB; B: (256 rows, 32 bytes) = 8 KiB.
 template <int kKind, bool kRegA>
-__global__ void __launch_bounds__(128, 1) mb_tc_wgmma_kernel(int iters, float* sink, ClockSpan* span) {
+__global__ void __launch_bounds__(128, 1) mb_tc_wgmma_kernel(int iters, float* sink, BlockSpan* spans) {
   __shared__ __align__(128) uint32_t a_s[512], b_s[2048];
   for (int i = threadIdx.x; i < 2048; i += blockDim.x) {
     b_s[i] = operand_bits(kKind, i + 7);
@@ -149,6 +152,7 @@ __global__ void __launch_bounds__(128, 1) mb_tc_wgmma_kernel(int iters, float* s
   float d[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) d[i] = 0;
+  __syncthreads();  // the block's span covers all its warps' work
   Stamp s0 = stamp();
   for (int it = 0; it < iters; ++it) {
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // accumulators and A registers are ready
@@ -162,8 +166,9 @@ __global__ void __launch_bounds__(128, 1) mb_tc_wgmma_kernel(int iters, float* s
 #pragma unroll
   for (int i = 0; i < 128; ++i) s += d[i];
   if (s == -1.0f) *sink = s;
+  __syncthreads();
   Stamp s1 = stamp();
-  if (blockIdx.x == 0 && threadIdx.x == 0) store_span(span, s0, s1);
+  if (threadIdx.x == 0) store_block_span(&spans[blockIdx.x], s0, s1);
 }
 
 __global__ void mb_tc_empty_kernel() {}
@@ -172,29 +177,29 @@ struct TcRow {
   const char* instr;
   const char* dtype;
   const char* a_from;
-  double flop_per_call;  // per launch, filled by the caller from grid and iterations
-  double datasheet_per_sm_clk;
-  std::function<void(cudaStream_t)> launch;
+  int grid;
+  double flop_per_block;
+  std::function<void(cudaStream_t, BlockSpan*)> launch;
 };
 
 template <int kKind>
-TcRow mma_row(const char* dtype, int grid, float* sink, ClockSpan* span) {
+TcRow mma_row(const char* dtype, int grid, float* sink) {
   const int iters = 4096, threads = 128;
   const double flop_per_mma = kKind == kE4m3 ? 2.0 * 16 * 8 * 32 : 2.0 * 16 * 8 * 16;
   return {kKind == kE4m3 ? "mma.sync m16n8k32" : "mma.sync m16n8k16", dtype, "registers",
-          double(grid) * threads / 32 * iters * kMmaAcc * flop_per_mma, 0, [=](cudaStream_t s) {
-            mb_tc_mma_sync_kernel<kKind><<<grid, threads, 0, s>>>(iters, 0u, sink, span);
+          grid, double(threads) / 32 * iters * kMmaAcc * flop_per_mma, [=](cudaStream_t s, BlockSpan* spans) {
+            mb_tc_mma_sync_kernel<kKind><<<grid, threads, 0, s>>>(iters, 0u, sink, spans);
             HK_CHECK_LAUNCH("mb_tc_mma_sync_kernel");
           }};
 }
 
 template <int kKind, bool kRegA>
-TcRow wgmma_row(const char* dtype, int grid, float* sink, ClockSpan* span) {
+TcRow wgmma_row(const char* dtype, int grid, float* sink) {
   const int iters = 512;
   const double flop_per_wgmma = 2.0 * 64 * 256 * (kKind == kE4m3 ? 32 : 16);
   return {kKind == kE4m3 ? "wgmma m64n256k32" : "wgmma m64n256k16", dtype, kRegA ? "registers" : "shared memory",
-          double(grid) * iters * kWgmmaPerGroup * flop_per_wgmma, 0, [=](cudaStream_t s) {
-            mb_tc_wgmma_kernel<kKind, kRegA><<<grid, 128, 0, s>>>(iters, sink, span);
+          grid, double(iters) * kWgmmaPerGroup * flop_per_wgmma, [=](cudaStream_t s, BlockSpan* spans) {
+            mb_tc_wgmma_kernel<kKind, kRegA><<<grid, 128, 0, s>>>(iters, sink, spans);
             HK_CHECK_LAUNCH("mb_tc_wgmma_kernel");
           }};
 }
@@ -202,18 +207,17 @@ TcRow wgmma_row(const char* dtype, int grid, float* sink, ClockSpan* span) {
 Result run_tensor_cores(const Options& o) {
   const hk::DeviceInfo& d = hk::device_info();
   DeviceArray<float> sink(1);
-  DeviceArray<ClockSpan> span(1);
   const double bf16_per_sm_clk = kDatasheetBf16 / (kDatasheetSms * kDatasheetMhz * 1e6);  // 4096
   const int mma_grid = d.sm_count * 4, wg_grid = d.sm_count * 2;
   std::vector<TcRow> rows{
-      mma_row<kBf16>("bf16", mma_grid, sink.get(), span.get()),
-      mma_row<kF16>("f16", mma_grid, sink.get(), span.get()),
-      mma_row<kE4m3>("e4m3", mma_grid, sink.get(), span.get()),
-      wgmma_row<kBf16, false>("bf16", wg_grid, sink.get(), span.get()),
-      wgmma_row<kBf16, true>("bf16", wg_grid, sink.get(), span.get()),
-      wgmma_row<kF16, false>("f16", wg_grid, sink.get(), span.get()),
-      wgmma_row<kE4m3, false>("e4m3", wg_grid, sink.get(), span.get()),
-      wgmma_row<kE4m3, true>("e4m3", wg_grid, sink.get(), span.get()),
+      mma_row<kBf16>("bf16", mma_grid, sink.get()),
+      mma_row<kF16>("f16", mma_grid, sink.get()),
+      mma_row<kE4m3>("e4m3", mma_grid, sink.get()),
+      wgmma_row<kBf16, false>("bf16", wg_grid, sink.get()),
+      wgmma_row<kBf16, true>("bf16", wg_grid, sink.get()),
+      wgmma_row<kF16, false>("f16", wg_grid, sink.get()),
+      wgmma_row<kE4m3, false>("e4m3", wg_grid, sink.get()),
+      wgmma_row<kE4m3, true>("e4m3", wg_grid, sink.get()),
   };
   Result r;
   Table& t = r.tables.emplace_back(
@@ -223,10 +227,11 @@ Result run_tensor_cores(const Options& o) {
                                "FLOP/SM/clk", "% of datasheet per clk"});
   double mma_best = 0, wg_best = 0;
   for (auto& row : rows) {
-    auto tm = time_launch(row.launch, o, true);
-    const double mhz = span.to_host()[0].mhz();
-    const double flops = row.flop_per_call / (tm.median_us * 1e-6);
-    const double per_clk = flops / (d.sm_count * mhz * 1e6);
+    SpanRing ring(row.grid, o.max_samples);
+    auto tm = time_launch([&](cudaStream_t s) { row.launch(s, ring.next()); }, o, true);
+    const PerClock pc = per_clock(ring.last(tm.samples), row.grid, row.flop_per_block);
+    const double mhz = pc.mhz, per_clk = pc.per_sm_clk;
+    const double flops = row.grid * row.flop_per_block / (tm.median_us * 1e-6);
     const double sheet = std::string(row.dtype) == "e4m3" ? 2 * bf16_per_sm_clk : bf16_per_sm_clk;
     t.add({row.instr, row.dtype, row.a_from, tm.median_us, tm.spread_pct(), flops / 1e12, mhz, per_clk, 100 * per_clk / sheet});
     if (std::string(row.dtype) == "bf16") {

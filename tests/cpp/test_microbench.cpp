@@ -98,6 +98,18 @@ TEST(MicrobenchConclusions, Coalescing) {
   EXPECT_EQ(mb::describe_slowdown(3.0), "divides by 3.00");
 }
 
+// Two blocks on SM 0 overlapping over cycles 100..300, one on SM 1 over 0..400; a second launch
+// at half the clock. Per SM: work of its blocks / its union of cycles; clock over the same span.
+TEST(Microbench, PerClockCountsCyclesPerSm) {
+  std::vector<mb::BlockSpan> s{{100, 250, 1000, 1150, 0}, {150, 300, 1050, 1200, 0}, {0, 400, 1000, 1400, 1},
+                               {0, 200, 0, 400, 0},       {0, 200, 0, 400, 0},       {0, 400, 0, 800, 1}};
+  mb::PerClock pc = mb::per_clock(s, 3, 100);
+  // rates: launch 1: SM0 200/200 = 1, SM1 100/400 = 0.25; launch 2: SM0 200/200 = 1, SM1 0.25.
+  EXPECT_DOUBLE_EQ(pc.per_sm_clk, 0.625);
+  EXPECT_DOUBLE_EQ(pc.mhz, 750);  // 1000 MHz in launch 1, 500 in launch 2
+  EXPECT_EQ(mb::per_clock({}, 3, 100).per_sm_clk, 0);
+}
+
 TEST(MicrobenchConclusions, Occupancy) {
   std::vector<mb::OccupancyPoint> mem{{4, 1.0e12}, {8, 2.5e12}, {16, 3.9e12}, {32, 4.1e12}, {64, 4.2e12}};
   EXPECT_EQ(mb::warps_to_reach(mem, 0.9), 16);
@@ -129,6 +141,17 @@ TEST(MicrobenchConclusions, SfuWaveMemoryClustersTensor) {
   EXPECT_TRUE(has(ws, "133 tiles take 2.00x as long as 132")) << ws;
   EXPECT_TRUE(has(ws, "persistent grid over 8x finer chunks takes 1.13x")) << ws;
   EXPECT_TRUE(has(mb::wave_conclusion({{66, 30, 16}}, 132), "lacks"));
+  // t = 3 + 40 x waves: the fit recovers both terms, whole waves sit at 100% of the ideal, and a
+  // partial wave cannot beat it.
+  std::vector<mb::WavePoint> w3{{66, 43, 23}, {132, 43, 43}, {133, 83, 48}, {264, 83, 83}, {396, 123, 125}};
+  mb::WaveFit fit = mb::wave_fit(w3, 132);
+  EXPECT_NEAR(fit.fixed_us, 3, 1e-9);
+  EXPECT_NEAR(fit.wave_us, 40, 1e-9);
+  EXPECT_NEAR(fit.ideal_us(396, 132), 123, 1e-9);
+  EXPECT_NEAR(fit.ideal_us(66, 132), 23, 1e-9);
+  for (auto& p : w3) EXPECT_LE(fit.ideal_us(p.tiles, 132), p.tile_grid_us + 1e-9) << p.tiles;
+  EXPECT_TRUE(has(mb::wave_conclusion(w3, 132), "(3.00 us + 40.0 us per wave x tiles / SMs)")) << mb::wave_conclusion(w3, 132);
+  EXPECT_EQ(mb::wave_fit({{66, 30, 16}}, 132).wave_us, 0);
 
   EXPECT_TRUE(has(mb::hbm_conclusion(4.3e12, 4.8e12), "4.30 TB/s, 89.6% of the 4.80 TB/s datasheet"));
   std::string lat = mb::latency_conclusion(33, 260, 780);
