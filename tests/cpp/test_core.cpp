@@ -156,7 +156,7 @@ TEST(Registry, EveryFamilyHasOneDefaultAndOneBaseline) {
       baselines += v->is(hk::kFlagBaseline);
       EXPECT_FALSE(v->summary().empty()) << v->name();
     }
-    // gemm has two: the general default (v15) and the decode-shape one (v17, M <= 64), which
+    // gemm has two: the general default (v15) and the decode-shape one (v17, M <= 32), which
     // pick() tries first and which declines the rest through supports().
     EXPECT_EQ(defaults, f->name() == "gemm" ? 2 : 1) << f->name();
     EXPECT_EQ(baselines, 1) << f->name();

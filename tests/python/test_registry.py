@@ -23,7 +23,7 @@ def test_variants_one_default_one_baseline(family):
     vs = hk.variants(family)
     assert vs, f"{family} has no variants"
     assert [v.name for v in vs] == sorted(v.name for v in vs)
-    # gemm: the general default and the decode-shape one (M <= 64), tried first by pick()
+    # gemm: the general default and the decode-shape one (M <= 32), tried first by pick()
     assert sum(v.is_default for v in vs) == (2 if family == "gemm" else 1)
     assert sum(v.is_baseline for v in vs) == 1
     for v in vs:

@@ -430,15 +430,15 @@ class GemmFamily final : public Family {
     // N + 9 are multiples of 8).
     add(200, 520, 264, 1, bf, f32, false, true, false, A::kGelu, true, 0.5f);
     add(136, 263, 127, 1, f16, f16, false, true, true, A::kRelu, true, 1.0f, 0.0f, 9);
-    // Decode shapes ("nt", M <= 64: v17's rows of 16, its N tails past 256-column tiles, K tails
+    // Decode shapes ("nt", M <= 32: v17's rows of 16, its N tails past 256-column tiles, K tails
     // and split-K clusters). M = 1 with odd N and bias at f32 output; K = 127 (rows padded to 16
-    // bytes: pad 9) with ReLU; M = 33 with C_in (beta) batched; M = 64 batched and padded (K =
+    // bytes: pad 9) with ReLU; M = 32 with C_in (beta) batched; M = 24 batched and padded (K =
     // 1032: three empty ranks of an 8-CTA cluster); K = 16384 (two 1024-wide A segments per
     // rank); bias + GeLU at f32 output; and 16x2048x4096, where split-K engages fully.
     add(1, 263, 136, 1, bf, f32, false, true, true, A::kNone, true);
     add(7, 129, 127, 1, f16, f16, false, true, true, A::kRelu, false, 1.0f, 0.0f, 9);
-    add(33, 136, 264, 2, f16, f32, false, true, true, A::kNone, false, 2.0f, -1.0f);
-    add(64, 72, 1032, 3, bf, bf, false, true, true, A::kRelu, true, 1.0f, 0.0f, 8);
+    add(32, 136, 264, 2, f16, f32, false, true, true, A::kNone, false, 2.0f, -1.0f);
+    add(24, 72, 1032, 3, bf, bf, false, true, true, A::kRelu, true, 1.0f, 0.0f, 8);
     add(16, 264, 16384, 1, bf, f32, false, true, true);
     add(16, 520, 1024, 1, bf, f32, false, true, false, A::kGelu, true, 0.5f);
     add(16, 2048, 4096, 1, bf, bf, false, true, false);

@@ -1,6 +1,6 @@
 // gemm/v17_skinny_m_splitk.cu
 //
-// Rung 17: decode shapes (M <= 64, "nt": x W^T with a [N, K] weight). Such a GEMM is a stream
+// Rung 17: decode shapes (M <= 32, "nt": x W^T with a [N, K] weight). Such a GEMM is a stream
 // of B: 2 M N K flops over 2 N K bytes is M flop/byte, below the ~150 flop/byte where even
 // mma.sync (~600 TFLOP/s) would outrun the 4.2 TB/s copy ceiling, so the bound is HBM and the
 // rung's job is to keep enough of B's bytes in flight on every SM. The 128x256 wgmma tiles of
@@ -11,8 +11,8 @@
 // partial tiles through distributed shared memory, so the epilogue runs once on the full sum
 // with no workspace. A warp streams its 32 rows of B (4 n8 tiles) straight from global memory
 // into registers, 16 bytes per lane per 32-wide k step (LDG.128, evict-first), 4 k steps per
-// 128-wide iteration: 8 KB per warp per iteration, double-buffered in registers for M <= 32
-// (16 KB in flight per warp, 64-128 KB per SM). The CTA's slice of A (M rows x up to 1024 k)
+// 128-wide iteration: 8 KB per warp per iteration, double-buffered in registers (16 KB in
+// flight per warp, 128 KB per SM). The CTA's slice of A (M rows x up to 1024 k)
 // is staged once per segment in shared memory by cp.async (zero-filled past M and K), issued
 // after the first B loads so that its latency hides behind them, and shared by the 8 warps.
 //
@@ -24,7 +24,7 @@
 // rows g and g+8), so the products sum over the same k: the 16-byte load is the fragment.
 // Adds over v15: a shape class of its own — split-K over a cluster (DSMEM reduction), register
 // streaming of B without shared memory, one mma.sync m16n8k16 row block per 16 rows of M.
-// Needs: sm_90 (clusters); "nt" layout; M <= 64; v05's 16-byte rules for A and B (aligned
+// Needs: sm_90 (clusters); "nt" layout; M <= 32; v05's 16-byte rules for A and B (aligned
 // operands, leading dims and batch strides a multiple of 16 bytes); any N, any K (tails are
 // zero-filled); otherwise supports() says why and hk::gemm falls back to v15.
 // Run:   hk bench gemm --variant 'v1[57]*' --shape 16x8192x8192 --shape 1x4096x4096
@@ -48,7 +48,10 @@ constexpr int kSteps = 4;                          // k steps per iteration
 constexpr int kIterK = kStepK * kSteps;            // 128
 constexpr int kSegK = 1024;                        // A's k extent staged in smem at once
 constexpr int kMaxCluster = 8;                     // the portable cluster size limit
-constexpr int kMaxM = 64;
+// NOTE: measured on the H200 (session 3): 55.3 µs at 16x8192x8192 (v15: 81.5, cuBLAS: 35.4), but
+// 99.5 µs at M = 64, where the single register buffer that 64 accumulators per thread left
+// room for lost to v15 (81.6): the rung takes M <= 32, where B is double-buffered.
+constexpr int kMaxM = 32;
 // NOTE: an A row's pitch is kSegK + 32 elements = 132 16-byte units, 4 mod 8: the 8 lanes of a
 // 16-byte shared-load phase (rows g, g+1 x t = 0..3) touch 8 different 16-byte bank groups.
 constexpr int kPitchA = kSegK + 32;
@@ -81,7 +84,6 @@ __device__ __forceinline__ uint4 load_b_chunk(const T* row, int64_t k, int64_t k
 template <class T, int kMTiles>
 __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g, int64_t k_per_rank) {
   namespace cg = cooperative_groups;
-  constexpr bool kDoubleBuffer = kMTiles <= 2;  // M = 64: 64 accumulators leave room for one buffer
   extern __shared__ __align__(16) unsigned char smem[];
   T* as = reinterpret_cast<T*>(smem);            // (kMTiles * 16, kPitchA) A segment
   float* red = reinterpret_cast<float*>(smem);   // (kMTiles * 16, kBlockN) f32 partial tile, later
@@ -152,20 +154,13 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();
     __syncthreads();
-    if constexpr (kDoubleBuffer) {
-      Frag f1;
-      for (int it = 0; it < iters; it += 2) {
-        if (it + 1 < iters) load(f1, k0, it + 1);
-        compute(f0, it);
-        if (it + 1 >= iters) break;
-        if (it + 2 < iters) load(f0, k0, it + 2);
-        compute(f1, it + 1);
-      }
-    } else {
-      for (int it = 0; it < iters; ++it) {
-        if (it > 0) load(f0, k0, it);
-        compute(f0, it);
-      }
+    Frag f1;
+    for (int it = 0; it < iters; it += 2) {
+      if (it + 1 < iters) load(f1, k0, it + 1);
+      compute(f0, it);
+      if (it + 1 >= iters) break;
+      if (it + 2 < iters) load(f0, k0, it + 2);
+      compute(f1, it + 1);
     }
   }
 
@@ -238,8 +233,7 @@ void gemm_v17_launch(const GemmArgs& g, cudaStream_t stream) {
   gemm_impl::dispatch_input(g.in_dtype, "v17_skinny_m_splitk", [&](auto t) {
     using T = decltype(t);
     if (g.m <= 16) launch_tiles<T, 1>(g, stream);
-    else if (g.m <= 32) launch_tiles<T, 2>(g, stream);
-    else launch_tiles<T, 4>(g, stream);
+    else launch_tiles<T, 2>(g, stream);
   });
 }
 
@@ -257,7 +251,7 @@ std::string gemm_v17_supports(const GemmProblem& p) {
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v17_skinny_m_splitk",
-                    "decode-shape default (M <= 64, nt): B streamed by 16-byte loads into mma.sync fragments, "
+                    "decode-shape default (M <= 32, nt): B streamed by 16-byte loads into mma.sync fragments, "
                     "split-K over a cluster reduced through DSMEM",
                     90, kFlagDefault, gemm_v17_supports, gemm_v17_launch);
 
