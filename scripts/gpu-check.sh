@@ -3,9 +3,13 @@
 # sweep, the Python tests (when the package exists) and `hk bench`, then print a short summary.
 # Logs go to build/gpu-check/; at the end $OUT (when set, as on the device tool) receives
 # summary.txt, the bench JSON files and logs.tgz (everything) — the tool returns at most 8 files.
-# Usage: scripts/gpu-check.sh [--quick] [--no-sanitize] [--only STAGES]
+# Usage: scripts/gpu-check.sh [--quick] [--no-sanitize] [--prebuilt] [--only STAGES]
 #   --quick         tests + the main job only (no sanitizer, ladders, profile, microbench)
 #   --no-sanitize   everything but the sanitizer sweep
+#   --prebuilt      no build here: use the binaries scripts/prebuilt/pack.sh packed on another
+#                   machine (build/carry, passed with the device tool's carry) and compile only
+#                   the Python extension against them (scripts/prebuilt/box.sh): ~20 s instead of
+#                   a ~175 s build on a fresh box
 #   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,profile,microbench
 #                   (the build always runs; it is incremental; `--only build` builds and stops). The device tool allows 10 minutes
 #                   per command: split a full check into two calls with --only.
@@ -17,10 +21,12 @@ cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
 rm -rf "$LOGS"; mkdir -p "$LOGS"
 stages=tests,sanitize,python,bench,ladders,profile,microbench
+prebuilt=0
 while (($#)); do
   case $1 in
     --quick) stages=tests,python,bench ;;
     --no-sanitize) stages=${stages/sanitize,/} ;;
+    --prebuilt) prebuilt=1 ;;
     --only) stages=$2; shift ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -55,14 +61,22 @@ budget() {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$LOGS/nvidia-smi.txt" 2>&1
 say "gpu: $(tail -1 "$LOGS/nvidia-smi.txt")"
 
-# 1. build (release preset, all cores)
-build=build/release
-cmake --preset release -DHK_WERROR=ON >"$LOGS/configure.log" 2>&1 &&
-  cmake --build --preset release -j "$(nproc)" >"$LOGS/build.log" 2>&1
-rc=$?
-say "build: rc=$rc ($(( $(date +%s) - t0 ))s), warnings: $(grep -c -i 'warning' "$LOGS/build.log")"
-[[ $rc -ne 0 ]] && { tail -50 "$LOGS/build.log"; exit 1; }
-grep -E "spill|stack frame|lmem" "$LOGS/build.log" | sort -u >"$LOGS/ptxas-notes.txt"
+# 1. build (release preset, all cores), or the carried prebuilt binaries
+if [[ $prebuilt -eq 1 ]]; then
+  [[ -f build/carry/prebuilt.tgz ]] || { say "build: --prebuilt but build/carry/prebuilt.tgz is missing (scripts/prebuilt/pack.sh)"; exit 1; }
+  source scripts/prebuilt/box.sh  # sets B=build/ci and PYEXT_PID
+  build=$B
+  "$build/hk" list >/dev/null 2>&1 || { say "build: the prebuilt hk does not run here"; "$build/hk" list; exit 1; }
+  say "build: prebuilt ($(tar tzf build/carry/prebuilt.tgz | wc -l) files from build/carry), Python extension building"
+else
+  build=build/release
+  cmake --preset release -DHK_WERROR=ON >"$LOGS/configure.log" 2>&1 &&
+    cmake --build --preset release -j "$(nproc)" >"$LOGS/build.log" 2>&1
+  rc=$?
+  say "build: rc=$rc ($(( $(date +%s) - t0 ))s), warnings: $(grep -c -i 'warning' "$LOGS/build.log")"
+  [[ $rc -ne 0 ]] && { tail -50 "$LOGS/build.log"; exit 1; }
+  grep -E "spill|stack frame|lmem" "$LOGS/build.log" | sort -u >"$LOGS/ptxas-notes.txt"
+fi
 
 # 2. every GPU test, one process (the ctest entries are the same cases, one process each)
 if want tests; then
@@ -82,7 +96,15 @@ fi
 
 # 4. Python tests against torch (when the package is built)
 if want python && [[ -f tests/python/conftest.py ]]; then
-  budget scripts/python-check.sh "$LOGS" >"$LOGS/python.log" 2>&1
+  if [[ $prebuilt -eq 1 ]]; then
+    wait "$PYEXT_PID" || { say "python: the extension did not build: $(tail -3 /tmp/hk-pyext.log)"; }
+    workers=()
+    python3 -c "import xdist" 2>/dev/null && workers=(-n "${HK_PYTEST_WORKERS:-14}")
+    PYTHONPATH=/tmp/hk-pyext/python budget python3 -m pytest tests/python -ra -p no:cacheprovider \
+      "${workers[@]}" --junitxml="$LOGS/python-junit.xml" >"$LOGS/python.log" 2>&1
+  else
+    budget scripts/python-check.sh "$LOGS" >"$LOGS/python.log" 2>&1
+  fi
   say "python: rc=$? $(tail -1 "$LOGS/python.log")"
 fi
 
