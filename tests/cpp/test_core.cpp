@@ -156,9 +156,10 @@ TEST(Registry, EveryFamilyHasOneDefaultAndOneBaseline) {
       baselines += v->is(hk::kFlagBaseline);
       EXPECT_FALSE(v->summary().empty()) << v->name();
     }
-    // gemm has two: the general default (v15) and the decode-shape one (v17, M <= 32), which
-    // pick() tries first and which declines the rest through supports().
-    EXPECT_EQ(defaults, f->name() == "gemm" ? 2 : 1) << f->name();
+    // gemm has two: the general default (v15) and the decode-shape one (v17, M <= 32); rmsnorm
+    // too: v05 for the forward of >= 512 rows, v03 for the rest. pick() tries the higher rung
+    // first, which declines what it does not serve through supports().
+    EXPECT_EQ(defaults, f->name() == "gemm" || f->name() == "rmsnorm" ? 2 : 1) << f->name();
     EXPECT_EQ(baselines, 1) << f->name();
     EXPECT_FALSE(f->test_problems().empty()) << f->name();
   }

@@ -68,10 +68,12 @@ TEST(RmsNormBadInput, EmptyTensorIsANoOp) {
 
 TEST(RmsNormDispatch, RungByShapeAndAlignment) {
   auto& reg = hk::Registry::get();
-  hk::RmsNormProblem p(16384, 8192, DType::kBF16, false);
-  EXPECT_EQ(reg.pick(p).name(), "v03_vectorized_onchip");
-  hk::RmsNormProblem f32(16384, 8192, DType::kF32, true);
+  hk::RmsNormProblem p(16384, 8192, DType::kBF16, false);  // the pipelined forward default
+  EXPECT_EQ(reg.pick(p).name(), "v05_pipelined_rows");
+  hk::RmsNormProblem f32(16384, 8192, DType::kF32, true);  // backward: v05 declines, v03 runs it
   EXPECT_EQ(reg.pick(f32).name(), "v03_vectorized_onchip");
+  hk::RmsNormProblem few(64, 8192, DType::kBF16, false);  // < 512 rows would leave SMs idle in v05
+  EXPECT_EQ(reg.pick(few).name(), "v03_vectorized_onchip");
   hk::RmsNormProblem longrow(4, int64_t(1) << 26, DType::kBF16, false);
   EXPECT_EQ(reg.pick(longrow).name(), "v04_split_row");
   hk::RmsNormProblem odd_ld(64, 1024, DType::kBF16, false, 3);  // rows not 16-byte aligned
