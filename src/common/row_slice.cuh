@@ -30,6 +30,12 @@ constexpr int kMaxPer = 8;
 constexpr int64_t kMinRows = 512;
 constexpr int64_t kMinVecs = 128;
 
+// Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
+// threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
+// 16-bit types.
+template <int kPer>
+constexpr int kMinBlocks = kPer <= 4 ? 4 : 2;
+
 // Calls launch(std::integral_constant<int, kPer>{}) with the fewest vectors per thread that
 // cover a row of `cols` elements of T: registers (and so occupancy) follow kPer.
 template <class T, class F>

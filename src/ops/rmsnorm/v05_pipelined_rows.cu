@@ -31,11 +31,7 @@ using pipelined_rows::kThreads;
 constexpr int kWarps = kThreads / 32;
 using pipelined_rows::kMaxPer;
 
-// Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
-// threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
-// 16-bit types.
-template <int kPer>
-constexpr int kMinBlocks = kPer <= 4 ? 4 : 2;
+using pipelined_rows::kMinBlocks;
 
 template <class T, int kPer>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<kPer>)
