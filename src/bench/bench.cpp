@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <utility>
 
 #include "bench/case.hpp"
 #include "hk/device.hpp"
@@ -93,8 +95,12 @@ std::vector<Row> run(const BenchRequest& req) {
   uint64_t seed = static_cast<uint64_t>(std::time(nullptr));
   for (auto& [f, probs] : plan) {
     auto vars = selected(*f, req);
+    using Clock = std::chrono::steady_clock;
+    auto seconds_since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     for (auto& p : probs) {
+      const auto t_setup = Clock::now();
       Case c(p, ++seed);
+      double setup_s = seconds_since(t_setup);
       size_t first_row = rows.size();
       double base_us = 0;
       for (const Variant* v : vars) {
@@ -110,9 +116,17 @@ std::vector<Row> run(const BenchRequest& req) {
         if (!why.empty()) {
           r.status = "SKIP: " + why;
         } else {
+          r.setup_s = std::exchange(setup_s, 0.0);
+          const auto t_check = Clock::now();
           CheckResult chk = c.run_and_check(*v);
-          if (!chk.ok) r.status = "FAIL: " + chk.message;
-          else r.t = time_variant(*v, *p, c.operands(), req.time);
+          r.check_s = seconds_since(t_check);
+          if (!chk.ok) {
+            r.status = "FAIL: " + chk.message;
+          } else {
+            const auto t_time = Clock::now();
+            r.t = time_variant(*v, *p, c.operands(), req.time);
+            r.time_s = seconds_since(t_time);
+          }
         }
         if (r.is_baseline && r.status == "ok") base_us = r.t.median_us;
         rows.push_back(r);
@@ -187,7 +201,8 @@ nlohmann::json to_json(const std::vector<Row>& rows, const BenchRequest& req) {
   auto& arr = j["rows"] = nlohmann::json::array();
   for (auto& r : rows) {
     nlohmann::json x = {{"op", r.family}, {"variant", r.variant}, {"problem", r.key}, {"status", r.status},
-                        {"baseline", r.is_baseline}, {"flops", r.flops}, {"bytes", r.bytes}};
+                        {"baseline", r.is_baseline}, {"flops", r.flops}, {"bytes", r.bytes},
+                        {"host_s", {{"setup", r.setup_s}, {"check", r.check_s}, {"time", r.time_s}}}};
     if (r.status == "ok") {
       x["median_us"] = r.t.median_us;
       x["min_us"] = r.t.min_us;

@@ -44,6 +44,9 @@ struct Row {
   double tflops() const { return t.median_us > 0 ? flops / (t.median_us * 1e-6) / 1e12 : 0; }
   double tbps() const { return t.median_us > 0 ? bytes / (t.median_us * 1e-6) / 1e12 : 0; }
   double speedup = 0;  // baseline median / this median (same problem, same run); 0 = n/a
+  // Host wall time of the row: preparing the problem (inputs, first row of a problem only),
+  // running + verifying the variant, and timing it. A bench run's length is mostly these.
+  double setup_s = 0, check_s = 0, time_s = 0;
 };
 
 struct BenchRequest {

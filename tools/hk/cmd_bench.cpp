@@ -23,6 +23,10 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
     fmt::print(stderr, "\r\033[K{}", hk::bench::markdown_row(r, ceil.copy_bytes_per_s, ceil.bf16_flops_per_s));
   };
   auto rows = hk::bench::run(req);
+  double setup_s = 0, check_s = 0, time_s = 0;
+  for (auto& r : rows) setup_s += r.setup_s, check_s += r.check_s, time_s += r.time_s;
+  fmt::print(stderr, "hk bench: host time {:.1f} s preparing problems, {:.1f} s running and verifying, {:.1f} s timing\n",
+             setup_s, check_s, time_s);
   const hk::DeviceInfo& d = hk::device_info();
   fmt::print("hk bench on {} ({} SMs), L2 {}; copy ceiling {:.2f} TB/s, bf16 ceiling {:.0f} TFLOP/s (measured {})\n\n",
              d.name, d.sm_count, req.time.warm ? "warm" : "cold (flushed before every sample)",

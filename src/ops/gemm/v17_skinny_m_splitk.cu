@@ -7,7 +7,7 @@
 // v15 leave 7/8 of each tile empty at M = 16 and give N = 8192 only 32 CTAs: 0.43x cuBLAS.
 //
 // Shape: a CTA owns 256 columns of C (8 warps x 32) and a K range; a cluster of S CTAs along K
-// (S = 1..8, picked on the host so that the grid covers the SMs) splits K, and reduces its S
+// (S = 1..8, picked on the host from how many clusters of S the GPCs hold at once) splits K, and reduces its S
 // partial tiles through distributed shared memory, so the epilogue runs once on the full sum
 // with no workspace. A warp streams its 32 rows of B (4 n8 tiles) straight from global memory
 // into registers, 16 bytes per lane per 32-wide k step (LDG.128, evict-first), 4 k steps per
@@ -31,6 +31,9 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
 
 #include "common/launch.cuh"
 #include "common/ptx/cp_async.cuh"
@@ -197,15 +200,43 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
   cluster.sync();  // no CTA exits (freeing its shared memory) while peers still read it
 }
 
-// Cluster size along K: the smallest power of two whose grid reaches ~0.9 of the SMs (one CTA
-// per SM: 8 warps with 8-16 KB of B in flight each), without giving a rank less than one
-// 128-wide iteration. 16x8192x8192: 32 column tiles x 4 = 128 CTAs on 132 SMs.
-int cluster_size(const GemmArgs& g) {
+// How many clusters of s CTAs the device holds at once, for s = 1..kMaxCluster: a cluster sits
+// inside one GPC, so a GPC strands (its SM count mod s) SMs — on the H200 30 clusters of 4 fit,
+// not 33 (docs/hardware/h200.md, section 7).
+template <class Kernel>
+std::array<int, kMaxCluster + 1> active_clusters(Kernel kernel, int smem) {
+  std::array<int, kMaxCluster + 1> active{};
+  for (int s = 1; s <= kMaxCluster; ++s) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(1, s, 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1, attr.val.clusterDim.y = s, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    HK_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&active[s], kernel, &cfg));
+    active[s] = std::max(active[s], 1);
+  }
+  return active;
+}
+
+// Cluster size along K. A CTA's time is its share of K, ceil(iters / s) 128-wide iterations,
+// and clusters beyond what the device holds at once run as further waves, so the cost of s is
+// waves(s) x ceil(iters / s); the cheapest s wins, the smaller on a tie (less to reduce).
+// 16x8192x8192 on the H200: 32 column tiles; s = 4 needs 32 clusters of 4 where 30 fit (two
+// waves: cost 32), s = 3 fits 43 (one wave of 96 CTAs: cost 22).
+int cluster_size(const GemmArgs& g, const std::array<int, kMaxCluster + 1>& active) {
   const int64_t tiles = ceil_div(g.n, kBlockN) * g.batch, iters = ceil_div(g.k, kIterK);
-  const int64_t target = device_info().sm_count * 9 / 10;
-  int s = 1;
-  while (s < kMaxCluster && tiles * s < target && 2 * s <= iters) s *= 2;
-  return s;
+  int best = 1;
+  int64_t best_cost = INT64_MAX;
+  for (int s = 1; s <= kMaxCluster && s <= iters; ++s) {
+    const int64_t cost = ceil_div(tiles, active[s]) * ceil_div(iters, s);
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  if (const char* env = std::getenv("HK_V17_SPLIT"); env && std::atoi(env) >= 1 && std::atoi(env) <= kMaxCluster)
+    best = std::atoi(env);
+  return best;
 }
 
 template <class T, int kMTiles>
@@ -214,7 +245,8 @@ void launch_tiles(const GemmArgs& g, cudaStream_t stream) {
   constexpr int smem = kSmemBytes<kMTiles>;
   // NOTE: past the 48 KB default, dynamic shared memory needs this opt-in (per device; cheap).
   HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int s = cluster_size(g);
+  static const std::array<int, kMaxCluster + 1> active = active_clusters(kernel, smem);
+  const int s = cluster_size(g, active);
   const int64_t k_per_rank = ceil_div(ceil_div(g.k, s), kIterK) * kIterK;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(gemm_impl::grid_dim(ceil_div(g.n, kBlockN), "N"), s, gemm_impl::grid_dim(g.batch, "batch"));
