@@ -30,8 +30,12 @@ constexpr uint8_t kPoisonByte = 0xFF;
 // Threads for host loops: HK_THREADS when set, else the CPUs this process may run on (affinity
 // mask, and a cgroup v2 CPU quota when there is one), at least 1.
 int thread_count();
-// Splits [0, n) into chunks over thread_count() threads; fn(begin, end).
-void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+// Splits [0, n) into chunks over thread_count() threads; fn(begin, end). `grain` is the least
+// work worth a thread, in items of n: element loops keep the default; a loop over chunks of
+// elements passes 1 (each item is already a thread's worth).
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 4096);
+// The grain for a loop whose items each do `work` element operations (a row of D: D).
+inline int64_t grain_for(int64_t work) { return work >= 4096 ? 1 : 4096 / (work > 0 ? work : 1); }
 
 // A fast deterministic generator (splitmix64) for reproducible fills.
 struct Rng {

@@ -36,19 +36,19 @@ __device__ __forceinline__ void naive_rows(const T* x, const T* y, T* z, int64_t
   }
 }
 
-// Item (j, s): vectors [s * kChunk, (s + 1) * kChunk) of row j, kUnroll 16-byte vectors per
-// thread all loaded before the first store. The outer ops' x is reused by every row: it is read
+// Item (j, s): vectors [s * kChunk, (s + 1) * kChunk) of row j (kChunk = kThr x kUnr), kUnr
+// 16-byte vectors per thread all loaded before the first store. The outer ops' x is reused by every row: it is read
 // with the keep policy (L1/L2 hits); row_scale_relu's x row is streamed.
 // A chunk wholly inside the row (every item at D % (kChunk * kV) == 0, e.g. 8192) takes the
-// unguarded path: kUnroll loads at fixed offsets from one pointer. The row's last, partial chunk
+// unguarded path: kUnr loads at fixed offsets from one pointer. The row's last, partial chunk
 // takes a one-vector-at-a-time loop. NOTE: with the guarded element fallback inside the
 // unrolled loop (the previous form) ptxas held the fallback's scalars for every u: 64 registers
 // at bf16, 4 blocks per SM; the split form needs far fewer, so more blocks keep loads in flight.
-template <class T, BroadcastKind K>
+template <class T, BroadcastKind K, int kThr = kThreads, int kUnr = kUnroll>
 __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z,
                                             int64_t n1, int64_t n0, int64_t ldx, int64_t ldz) {
   constexpr int kV = kVec16<T>;
-  constexpr int64_t kChunk = int64_t(kThreads) * kUnroll;
+  constexpr int64_t kChunk = int64_t(kThr) * kUnr;
   constexpr bool kRow = K == BroadcastKind::kRowScaleRelu;
   using V = Vec<T, kV>;
   const int64_t nvec = (n0 + kV - 1) / kV;
@@ -60,22 +60,22 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
     T* zr = z + j * ldz;
     if ((s + 1) * kChunk * kV <= n0) {
       const int64_t v0 = s * kChunk + threadIdx.x;
-      V av[kUnroll];
+      V av[kUnr];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const T* p = xr + (v0 + u * kThreads) * kV;
+      for (int u = 0; u < kUnr; ++u) {
+        const T* p = xr + (v0 + u * kThr) * kV;
         av[u] = kRow ? load_stream<T, kV>(p) : load_keep<T, kV>(p);
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < kUnr; ++u) {
         V o;
 #pragma unroll
         for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b));
-        store_stream<T, kV>(zr + (v0 + u * kThreads) * kV, o);
+        store_stream<T, kV>(zr + (v0 + u * kThr) * kV, o);
       }
     } else {
       const int64_t end = min(nvec, (s + 1) * kChunk);
-      for (int64_t v = s * kChunk + threadIdx.x; v < end; v += kThreads) {
+      for (int64_t v = s * kChunk + threadIdx.x; v < end; v += kThr) {
         const V a = kRow ? load_row_vec<T, kV>(xr, v * kV, n0) : load_row_vec<T, kV, true>(xr, v * kV, n0);
         V o;
 #pragma unroll

@@ -143,7 +143,7 @@ void BroadcastProblem::reference(const std::vector<HostTensor>& in, std::vector<
       }
       if (backward) out[1].values[j] = dyj;
     }
-  });
+  }, host::grain_for(N0));
 }
 
 Tolerance BroadcastProblem::tolerance(int i) const {
@@ -263,7 +263,10 @@ class BroadcastFamily final : public Family {
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
     std::vector<std::vector<int64_t>> shapes;
     for (auto& s : sel.shapes) shapes.push_back(parse_shape(s));
-    if (shapes.empty()) shapes = {{16384, 8192}};
+    if (shapes.empty()) {
+      shapes = {{16384, 8192}};
+      if (!sel.quick) shapes.push_back({4, int64_t(1) << 26});  // few long rows (issue #3's second shape)
+    }
     std::vector<DType> dtypes = sel.dtypes;
     if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF32};
     std::vector<ProblemPtr> out;

@@ -130,7 +130,7 @@ void GemmProblem::reference(const std::vector<HostTensor>& in, std::vector<HostT
       int64_t bi = r / n, j = r % n;
       for (int64_t kk = 0; kk < k; ++kk) bt[r * k + kk] = b[(bi * k + kk) * n + j];
     }
-  });
+  }, host::grain_for(k));
   host::parallel_for(batch * m, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       int64_t bi = r / m;
@@ -147,7 +147,7 @@ void GemmProblem::reference(const std::vector<HostTensor>& in, std::vector<HostT
         c[r * n + j] = host::round_to(out_dtype, v);  // the kernel rounds once, from f32
       }
     }
-  });
+  }, host::grain_for(n * k));
 }
 
 bool GemmProblem::reference_at(const std::vector<HostTensor>& in, int, const std::vector<int64_t>& flat,

@@ -6,15 +6,17 @@
 // rung's job is to keep enough of B's bytes in flight on every SM. The 128x256 wgmma tiles of
 // v15 leave 7/8 of each tile empty at M = 16 and give N = 8192 only 32 CTAs: 0.43x cuBLAS.
 //
-// Shape: a CTA owns 256 columns of C (8 warps x 32) and a K range; a cluster of S CTAs along K
-// (S = 1..8, picked on the host from how many clusters of S the GPCs hold at once) splits K, and reduces its S
-// partial tiles through distributed shared memory, so the epilogue runs once on the full sum
-// with no workspace. A warp streams its 32 rows of B (4 n8 tiles) straight from global memory
-// into registers, 16 bytes per lane per 32-wide k step (LDG.128, evict-first), 4 k steps per
-// 128-wide iteration: 8 KB per warp per iteration, double-buffered in registers (16 KB in
-// flight per warp, 128 KB per SM). The CTA's slice of A (M rows x up to 1024 k)
-// is staged once per segment in shared memory by cp.async (zero-filled past M and K), issued
-// after the first B loads so that its latency hides behind them, and shared by the 8 warps.
+// Shape: a CTA owns 256 columns of C (8 warps x 32) or 128 (8 warps x 16) and a K range; a
+// cluster of S CTAs along K (S = 1..8) splits K, and reduces its S partial tiles through
+// distributed shared memory, so the epilogue runs once on the full sum with no workspace. The
+// host picks the tile width and S together: the fewest B bytes per CTA times the waves of
+// clusters, counting how many clusters of S the GPCs hold at once (30 of 4 on the H200, not
+// 33). A warp streams its 32 (or 16) rows of B straight from global memory into registers, 16
+// bytes per lane per 32-wide k step (LDG.128, evict-first), 4 (or 8) k steps per iteration:
+// 8 KB per warp per iteration, double-buffered in registers (16 KB in flight per warp, 128 KB
+// per SM). The CTA's slice of A (M rows x up to 1024 k) is staged once per segment in shared
+// memory by cp.async (zero-filled past M and K), issued after the first B loads so that its
+// latency hides behind them, and shared by the 8 warps.
 //
 // The k-permutation: mma.m16n8k16's B fragment gives lane (g = lane/4, t = lane%4) the k
 // values {2t, 2t+1, 2t+8, 2t+9} of column g. Here lane (g, t) loads actual k 8t..8t+7 of its
@@ -33,7 +35,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdlib>
 
 #include "common/launch.cuh"
 #include "common/ptx/cp_async.cuh"
@@ -44,26 +45,32 @@ namespace hk {
 namespace {
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
-constexpr int kNTiles = 4;                        // n8 tiles per warp: 32 columns of C
-constexpr int kBlockN = kWarps * kNTiles * 8;      // 256 columns per CTA
 constexpr int kStepK = 32;                         // one 16-byte load per lane per column row
-constexpr int kSteps = 4;                          // k steps per iteration
-constexpr int kIterK = kStepK * kSteps;            // 128
 constexpr int kSegK = 1024;                        // A's k extent staged in smem at once
 constexpr int kMaxCluster = 8;                     // the portable cluster size limit
-// NOTE: measured on the H200 (session 3): 55.3 µs at 16x8192x8192 (v15: 81.5, cuBLAS: 35.4), but
-// 99.5 µs at M = 64, where the single register buffer that 64 accumulators per thread left
+// A warp's share of a CTA tile: kNTiles n8 tiles (8 kNTiles columns of C) x kSteps 32-wide k
+// steps per iteration. Either shape keeps 16 16-byte B loads (8 KB per warp) per iteration.
+template <int kNTiles_>
+struct Tile {
+  static constexpr int kNTiles = kNTiles_;
+  static constexpr int kSteps = 16 / kNTiles;                 // k steps per iteration
+  static constexpr int kIterK = kStepK * kSteps;              // 128 or 256
+  static constexpr int kBlockN = kWarps * kNTiles * 8;        // 256 or 128 columns per CTA
+  static_assert(kSegK % kIterK == 0, "whole iterations per A segment");
+};
+// NOTE: measured on the H200 (session 3, 256-column tiles, 4-CTA clusters): 99.5 µs at M = 64
+// against 55.3 at M = 16, where the single register buffer that 64 accumulators per thread left
 // room for lost to v15 (81.6): the rung takes M <= 32, where B is double-buffered.
 constexpr int kMaxM = 32;
 // NOTE: an A row's pitch is kSegK + 32 elements = 132 16-byte units, 4 mod 8: the 8 lanes of a
 // 16-byte shared-load phase (rows g, g+1 x t = 0..3) touch 8 different 16-byte bank groups.
 constexpr int kPitchA = kSegK + 32;
-static_assert(kSegK % kIterK == 0 && ((kPitchA * 2 / 16) % 8) == 4, "whole iterations; conflict-free A reads");
+static_assert(((kPitchA * 2 / 16) % 8) == 4, "conflict-free A reads");
 
 template <int kMTiles>
 constexpr int kSmemBytes = kMTiles * 16 * kPitchA * 2;  // (kMTiles * 16, kPitchA) bf16/f16
 // The same bytes hold the CTA's partial tile for the cluster reduction afterwards.
-static_assert(kSmemBytes<1> >= 16 * kBlockN * 4, "the f32 partial tile fits in A's slot");
+static_assert(kSmemBytes<1> >= 16 * Tile<4>::kBlockN * 4, "the f32 partial tile fits in A's slot");
 
 __device__ __forceinline__ uint4 lds128(const void* p) { return *static_cast<const uint4*>(p); }
 
@@ -84,9 +91,10 @@ __device__ __forceinline__ uint4 load_b_chunk(const T* row, int64_t k, int64_t k
 
 // NOTE: min blocks 1: one CTA of 8 warps per SM holds 64-128 KB of B in flight, which is what
 // the bandwidth needs; asking for two would cap registers at 128 and spill the B buffers.
-template <class T, int kMTiles>
+template <class T, int kMTiles, class Shape>
 __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g, int64_t k_per_rank) {
   namespace cg = cooperative_groups;
+  constexpr int kNTiles = Shape::kNTiles, kSteps = Shape::kSteps, kIterK = Shape::kIterK, kBlockN = Shape::kBlockN;
   extern __shared__ __align__(16) unsigned char smem[];
   T* as = reinterpret_cast<T*>(smem);            // (kMTiles * 16, kPitchA) A segment
   float* red = reinterpret_cast<float*>(smem);   // (kMTiles * 16, kBlockN) f32 partial tile, later
@@ -102,10 +110,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
   const T* brow[kNTiles];
 #pragma unroll
   for (int nt = 0; nt < kNTiles; ++nt)
-    brow[nt] = b + std::min<int64_t>(n0 + warp * 32 + nt * 8 + gq, g.n - 1) * g.ldb;
+    brow[nt] = b + std::min<int64_t>(n0 + warp * kNTiles * 8 + nt * 8 + gq, g.n - 1) * g.ldb;
 
   using Frag = uint4[kNTiles][kSteps];  // (n8 tile, k step) 8 B values each
-  // Iteration `it` of the segment starting at k0: lane (g, t) loads k0 + 128 it + 32 j + 8 t.
+  // Iteration `it` of the segment starting at k0: lane (g, t) loads k0 + kIterK it + 32 j + 8 t.
   auto load = [&](Frag& f, int64_t k0, int it) {
     const int64_t kb = k0 + int64_t(it) * kIterK + 8 * tq;
     if (k0 + int64_t(it + 1) * kIterK <= kend) {
@@ -151,8 +159,17 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
     for (int c = tid; c < kMTiles * 16 * chunks_per_row; c += kThreads) {
       const int row = c / chunks_per_row, col = (c % chunks_per_row) * 8;
       const int64_t left = row < g.m ? kend - (k0 + col) : 0;  // rows past M: zeros
-      const int bytes = left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 8) * 2);
-      ptx::cp_async_16(as + row * kPitchA + col, bytes ? a + row * g.lda + k0 + col : a, bytes);
+      T* dst = as + row * kPitchA + col;
+      if (left >= 8 || left <= 0) {
+        ptx::cp_async_16(dst, left > 0 ? a + row * g.lda + k0 + col : a, left > 0 ? 16 : 0);
+      } else {
+        // The row's partial last chunk, element by element: a 16-byte cp.async with a shorter
+        // source size still counts as a 16-byte read (compute-sanitizer memcheck flags it past
+        // the end of A's allocation).
+        const T* src = a + row * g.lda + k0 + col;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dst[e] = e < left ? src[e] : T(0.0f);
+      }
     }
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();
@@ -178,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const ptx::RowCol c = ptx::mma_c_element(lane, e);
-        red[(mt * 16 + c.row) * kBlockN + warp * 32 + nt * 8 + c.col] = acc[mt][nt][e];
+        red[(mt * 16 + c.row) * kBlockN + warp * kNTiles * 8 + nt * 8 + c.col] = acc[mt][nt][e];
       }
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every CTA's partial tile is written
@@ -221,37 +238,32 @@ std::array<int, kMaxCluster + 1> active_clusters(Kernel kernel, int smem) {
   return active;
 }
 
-// Cluster size along K. A CTA's time is its share of K, ceil(iters / s) 128-wide iterations,
-// and clusters beyond what the device holds at once run as further waves, so the cost of s is
-// waves(s) x ceil(iters / s); the cheapest s wins, the smaller on a tie (less to reduce).
-// 16x8192x8192 on the H200: 32 column tiles; s = 4 needs 32 clusters of 4 where 30 fit (two
-// waves: cost 32), s = 3 fits 43 (one wave of 96 CTAs: cost 22).
-int cluster_size(const GemmArgs& g, const std::array<int, kMaxCluster + 1>& active) {
-  const int64_t tiles = ceil_div(g.n, kBlockN) * g.batch, iters = ceil_div(g.k, kIterK);
-  int best = 1;
-  int64_t best_cost = INT64_MAX;
+// A launch shape: the tile (n8 tiles per warp) and the cluster size s along K, with its cost:
+// the B elements one CTA streams (its share of K x its columns) times the waves of clusters.
+// A CTA's rate is capped per SM (~17 B/clk of HBM reads: docs/hardware/h200.md), so time follows
+// a CTA's bytes, and clusters beyond what the GPCs hold at once run as further waves.
+struct Plan {
+  int n_tiles = 4, s = 1;
+  int64_t cost = INT64_MAX;
+};
+
+template <class Shape>
+void consider(const GemmArgs& g, const std::array<int, kMaxCluster + 1>& active, Plan& best) {
+  const int64_t tiles = ceil_div(g.n, Shape::kBlockN) * g.batch, iters = ceil_div(g.k, Shape::kIterK);
   for (int s = 1; s <= kMaxCluster && s <= iters; ++s) {
-    const int64_t cost = ceil_div(tiles, active[s]) * ceil_div(iters, s);
-    if (cost < best_cost) best = s, best_cost = cost;
+    const int64_t cost = ceil_div(tiles, active[s]) * ceil_div(iters, s) * Shape::kIterK * Shape::kBlockN;
+    if (cost < best.cost) best = {Shape::kNTiles, s, cost};  // ties: the wider tile, the smaller s
   }
-  if (const char* env = std::getenv("HK_V17_SPLIT"); env && std::atoi(env) >= 1 && std::atoi(env) <= kMaxCluster)
-    best = std::atoi(env);
-  return best;
 }
 
-template <class T, int kMTiles>
-void launch_tiles(const GemmArgs& g, cudaStream_t stream) {
-  auto kernel = gemm_v17_kernel<T, kMTiles>;
-  constexpr int smem = kSmemBytes<kMTiles>;
-  // NOTE: past the 48 KB default, dynamic shared memory needs this opt-in (per device; cheap).
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  static const std::array<int, kMaxCluster + 1> active = active_clusters(kernel, smem);
-  const int s = cluster_size(g, active);
-  const int64_t k_per_rank = ceil_div(ceil_div(g.k, s), kIterK) * kIterK;
+template <class T, int kMTiles, class Shape>
+void launch_shape(const GemmArgs& g, int s, cudaStream_t stream) {
+  auto kernel = gemm_v17_kernel<T, kMTiles, Shape>;
+  const int64_t k_per_rank = ceil_div(ceil_div(g.k, s), Shape::kIterK) * Shape::kIterK;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(gemm_impl::grid_dim(ceil_div(g.n, kBlockN), "N"), s, gemm_impl::grid_dim(g.batch, "batch"));
+  cfg.gridDim = dim3(gemm_impl::grid_dim(ceil_div(g.n, Shape::kBlockN), "N"), s, gemm_impl::grid_dim(g.batch, "batch"));
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
+  cfg.dynamicSmemBytes = kSmemBytes<kMTiles>;
   cfg.stream = stream;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
@@ -259,6 +271,31 @@ void launch_tiles(const GemmArgs& g, cudaStream_t stream) {
   cfg.attrs = &attr, cfg.numAttrs = 1;
   HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, g, k_per_rank));
   HK_CHECK_LAUNCH("gemm_v17_kernel");
+}
+
+// 16x8192x8192 on the H200: 256-column CTAs give 32 tiles, and s = 4 needs 32 clusters of 4
+// where 30 fit (measured 55.2 us), s = 3 one wave of 96 CTAs (42.8 us); 128-column CTAs give 64
+// tiles, and s = 2 one wave of 128 CTAs streaming 2/3 of the bytes each.
+template <class T, int kMTiles>
+void launch_tiles(const GemmArgs& g, cudaStream_t stream) {
+  using Wide = Tile<4>;
+  using Narrow = Tile<2>;
+  // NOTE: past the 48 KB default, dynamic shared memory needs this opt-in (per device; cheap).
+  static const auto active = [] {
+    std::array<std::array<int, kMaxCluster + 1>, 2> a;
+    auto wide = gemm_v17_kernel<T, kMTiles, Wide>;
+    auto narrow = gemm_v17_kernel<T, kMTiles, Narrow>;
+    HK_CHECK_CUDA(cudaFuncSetAttribute(wide, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kMTiles>));
+    HK_CHECK_CUDA(cudaFuncSetAttribute(narrow, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kMTiles>));
+    a[0] = active_clusters(wide, kSmemBytes<kMTiles>);
+    a[1] = active_clusters(narrow, kSmemBytes<kMTiles>);
+    return a;
+  }();
+  Plan plan;
+  consider<Wide>(g, active[0], plan);
+  consider<Narrow>(g, active[1], plan);
+  if (plan.n_tiles == Wide::kNTiles) launch_shape<T, kMTiles, Wide>(g, plan.s, stream);
+  else launch_shape<T, kMTiles, Narrow>(g, plan.s, stream);
 }
 
 void gemm_v17_launch(const GemmArgs& g, cudaStream_t stream) {

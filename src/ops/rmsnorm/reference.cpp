@@ -83,7 +83,7 @@ void RmsNormProblem::reference(const std::vector<HostTensor>& in, std::vector<Ho
         rs[r] = s;
         for (int64_t d = 0; d < D; ++d) y[r * D + d] = xr[d] * s * g[d];
       }
-    });
+    }, host::grain_for(D));
     return;
   }
   const auto& rs = in[2].values;
@@ -97,7 +97,7 @@ void RmsNormProblem::reference(const std::vector<HostTensor>& in, std::vector<Ho
       double c = rs[r] * rs[r] * rs[r] * s / double(D);
       for (int64_t d = 0; d < D; ++d) dx[r * D + d] = rs[r] * g[d] * dy[r * D + d] - x[r * D + d] * c;
     }
-  });
+  }, host::grain_for(D));
   // dg: column sums, walked in 64-column strips so the row-major inputs stream through cache.
   const int64_t strips = (D + 63) / 64;
   host::parallel_for(strips, [&](int64_t b, int64_t e) {
@@ -107,7 +107,7 @@ void RmsNormProblem::reference(const std::vector<HostTensor>& in, std::vector<Ho
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t d = d0; d < d1; ++d) dg[d] += dy[r * D + d] * x[r * D + d] * rs[r];
     }
-  });
+  }, host::grain_for(64 * rows));
 }
 
 Tolerance RmsNormProblem::tolerance(int i) const {

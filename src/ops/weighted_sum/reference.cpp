@@ -67,7 +67,7 @@ void WeightedSumProblem::reference(const std::vector<HostTensor>& in, std::vecto
         for (int64_t d = 0; d < D; ++d) acc += x[r * D + d] * w[d];
         y[r] = acc;
       }
-    });
+    }, host::grain_for(D));
     return;
   }
   const auto& dy = in[2].values;
@@ -76,7 +76,7 @@ void WeightedSumProblem::reference(const std::vector<HostTensor>& in, std::vecto
   host::parallel_for(rows, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
       for (int64_t d = 0; d < D; ++d) dx[r * D + d] = dy[r] * w[d];
-  });
+  }, host::grain_for(D));
   const int64_t strips = (D + 63) / 64;  // column sums in 64-column strips: row-major friendly
   host::parallel_for(strips, [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
@@ -85,7 +85,7 @@ void WeightedSumProblem::reference(const std::vector<HostTensor>& in, std::vecto
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t d = d0; d < d1; ++d) dw[d] += x[r * D + d] * dy[r];
     }
-  });
+  }, host::grain_for(64 * rows));
 }
 
 Tolerance WeightedSumProblem::tolerance(int i) const {
