@@ -116,6 +116,6 @@ void row_scale_relu_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
 
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "row_scale_relu", "v02_vectorized",
                     "16-byte accesses; backward fused: one pass writes dx and reduces dy per row", 70,
-                    kFlagDefault, bcast::vector_supports, row_scale_relu_v02_launch);
+                    kFlagNone, bcast::vector_supports, row_scale_relu_v02_launch);
 
 }  // namespace hk
