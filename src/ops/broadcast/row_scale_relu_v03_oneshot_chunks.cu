@@ -13,9 +13,11 @@
 // 85.3% -> 92.8%, f32 84.8% -> 90.0%.
 // Backward: chunks of 512 vectors of x and dz (4 each per thread, the same bytes in flight);
 // a block writes dx and reduces its chunk's share of dy[j] = sum_i 1(x y > 0) x dz. A row of
-// one chunk writes dy[j] itself; longer rows leave S f32 partials [S, N1] that sum_partials adds
-// in chunk order (deterministic, no atomics). v02's backward gives a row group a whole row: 4
-// rows of 2^26 ran on 4 SMs.
+// one chunk writes dy[j] itself; longer rows leave S f32 partials [N1, S] that a second kernel
+// adds, a block per row, each thread a fixed set of them, then one block reduction
+// (deterministic, no atomics). v02's backward gives a row group a whole row: 4 rows of 2^26 ran
+// on 4 SMs (10.3 ms bf16). NOTE: the column-sum helper sum_partials ([S, N1] layout) gave each of
+// the 4 rows' 16384 partials to 32 threads in a serial chain: ~100 us of a 509 us backward.
 // Adds over v02: one block per (row, chunk), 8 vectors in flight per thread, split rows backward.
 // Needs: 16-byte aligned operands and row strides (the public op falls back to v01).
 // Run:   hk bench row_scale_relu --variant 'v0[23]*' --shape 16384x8192 --shape 4x67108864
@@ -37,8 +39,8 @@ __global__ void __launch_bounds__(kThr) row_scale_relu_v03_kernel(const T* __res
   bcast::vector_rows<T, BroadcastKind::kRowScaleRelu, kThr, kUnr>(x, y, z, n1, n0, ldx, ldz);
 }
 
-// Item (j, s): vectors [s * kChunk, (s + 1) * kChunk) of row j. OutT = T: S == 1, the item's
-// sum is dy[j]; OutT = float: the partial goes to out[s * n1 + j].
+// Item (j, s) = j S + s: vectors [s * kChunk, (s + 1) * kChunk) of row j. Its sum goes to
+// out[j S + s]: dy[j] itself when S == 1 (OutT = T), else the f32 partial (OutT = float).
 template <class T, class OutT>
 __global__ void __launch_bounds__(kThr) row_scale_relu_v03_bwd_kernel(const T* __restrict__ x, const T* __restrict__ y,
                                                                        const T* __restrict__ dz, T* __restrict__ dx,
@@ -84,7 +86,21 @@ __global__ void __launch_bounds__(kThr) row_scale_relu_v03_bwd_kernel(const T* _
         store_row_vec<T, kV>(orow, v * kV, n0, apply(load_row_vec<T, kV>(xr, v * kV, n0), load_row_vec<T, kV>(gr, v * kV, n0)));
     }
     acc = block_reduce<kThr>(acc, SumOp{});
-    if (threadIdx.x == 0) out[s * n1 + j] = from_f32<OutT>(acc);  // S == 1: out[j] = dy[j]
+    if (threadIdx.x == 0) out[item] = from_f32<OutT>(acc);
+  }
+}
+
+// dy[j] = the sum of row j's S partials: thread t adds partials t, t + kDyThreads, ... in order,
+// then one block reduction. 1024 threads: a 2^26-element row's 16384 partials are 16 loads each.
+constexpr int kDyThreads = 1024;
+template <class T>
+__global__ void __launch_bounds__(kDyThreads) row_scale_relu_v03_dy_kernel(const float* __restrict__ part,
+                                                                      T* __restrict__ dy, int64_t n1, int64_t S) {
+  for (int64_t j = blockIdx.x; j < n1; j += gridDim.x) {
+    float acc = 0.f;
+    for (int64_t s = threadIdx.x; s < S; s += kDyThreads) acc += part[j * S + s];
+    acc = block_reduce<kDyThreads>(acc, SumOp{});
+    if (threadIdx.x == 0) dy[j] = from_f32<T>(acc);
   }
 }
 
@@ -116,7 +132,9 @@ void launch_bwd(const BroadcastArgs& a, cudaStream_t s) {
   row_scale_relu_v03_bwd_kernel<T, float><<<blocks, kThr, 0, s>>>(x, y, dz, dx, part.as<float>(), a.n1, a.n0, a.ld_x,
                                                                   a.ld_dz, a.ld_z, S);
   HK_CHECK_LAUNCH("row_scale_relu_v03_bwd_kernel");
-  sum_partials<T>(part.as<float>(), S, a.n1, dy, s);
+  row_scale_relu_v03_dy_kernel<T><<<static_cast<int>(std::min<int64_t>(a.n1, 0x7FFFFFFF)), kDyThreads, 0, s>>>(
+      part.as<float>(), dy, a.n1, S);
+  HK_CHECK_LAUNCH("row_scale_relu_v03_dy_kernel");
 }
 
 void row_scale_relu_v03_launch(const BroadcastArgs& a, cudaStream_t s) {
