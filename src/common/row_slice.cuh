@@ -117,6 +117,26 @@ __device__ __forceinline__ void widen(const Vec<T, N>& v, float (&f)[N]) {
   }
 }
 
+// widen() through different instructions (PRMT byte permutes instead of SHF/LOP3) for a second
+// pass over a bf16 slice. NOTE: opaque() is an empty asm, so ptxas (after NVVM) still sees the
+// same registers and shares the second pass's widening with the first, keeping the slice live
+// as f32 across a reduction; different instructions cannot be shared, so the first pass's f32
+// copies die after it (sweep_rows, session 4: what kept the smem-dg backward in 64 registers).
+template <class T, int N>
+__device__ __forceinline__ void widen_alt(const Vec<T, N>& v, float (&f)[N]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const uint32_t* p = reinterpret_cast<const uint32_t*>(&v);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      f[2 * i] = __uint_as_float(__byte_perm(p[i], 0u, 0x1044));
+      f[2 * i + 1] = __uint_as_float(__byte_perm(p[i], 0u, 0x3244));
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) f[j] = to_f32(v.v[j]);
+  }
+}
+
 // Makes `v`'s bits opaque to the compiler (an empty asm that "may change" them), so it cannot
 // hoist or share an f32 conversion of a slice across a loop or a reduction: converted, the
 // slice would take twice the registers (bf16: 32 instead of 16 at kPer 4), costing a block per
@@ -139,6 +159,22 @@ __device__ __forceinline__ float block_reduce_slot(float v, Op op, float* slot) 
   if (lane == 0) slot[warp] = v;
   __syncthreads();
   return warp_reduce(lane < kThreads / 32 ? slot[lane] : Op::kIdentity, op);
+}
+
+// Sum over a row group of kGroup threads (a multiple of 32) of a block of kGroups such groups
+// (group g: threads g * kGroup ...), through one barrier: __syncthreads() for one group, else
+// named barrier g + 1 of kGroup threads, so groups walk their rows independently. Every thread
+// of the group receives the result. `slot` is this group's [kGroup / 32] floats, alternated by
+// the caller between two per row parity as in block_reduce_slot.
+template <int kGroup, int kGroups>
+__device__ __forceinline__ float group_reduce_slot(float v, float* slot) {
+  static_assert(kGroup % 32 == 0 && kGroups >= 1 && kGroups <= 15, "warp-multiple groups; barriers 1..15");
+  const int warp = (threadIdx.x % kGroup) / 32, lane = threadIdx.x % 32;
+  v = warp_reduce(v, SumOp{});
+  if (lane == 0) slot[warp] = v;
+  if constexpr (kGroups == 1) __syncthreads();
+  else asm volatile("bar.sync %0, %1;" : : "r"(int(threadIdx.x / kGroup) + 1), "n"(kGroup) : "memory");
+  return warp_reduce(lane < kGroup / 32 ? slot[lane] : 0.f, SumOp{});
 }
 
 }  // namespace hk

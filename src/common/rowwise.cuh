@@ -24,6 +24,17 @@ __device__ __forceinline__ Vec<T, N> load_keep(const T* p) {
   return *reinterpret_cast<Vec<T, N>*>(&raw);
 }
 
+// load_keep as a volatile asm: it stays in program order with the opaque() asms of
+// row_slice.cuh, so ptxas cannot hoist every per-column load of an unrolled row loop to the top
+// (4 registers per vector held until use).
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> load_keep_ordered(const T* p) {
+  static_assert(sizeof(T) * N == 16, "load_keep_ordered moves exactly 16 bytes");
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return *reinterpret_cast<Vec<T, N>*>(&r);
+}
+
 // Vector `col / N` of a row: a 16-byte load when whole, element loads (zero-filled) at the tail.
 // kKeep selects load_keep (reused operands) over load_stream (streamed once).
 template <class T, int N, bool kKeep = false>

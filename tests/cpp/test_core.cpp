@@ -136,7 +136,7 @@ TEST(Bench, Glob) {
 // Registration must survive linking (OBJECT libraries): a dropped rung fails here.
 TEST(Registry, VariantCountPerFamily) {
   const std::map<std::string, size_t> expected = {
-      {"gelu", 3},      {"row_sum", 5},        {"softmax", 5},        {"rmsnorm", 5},
+      {"gelu", 3},      {"row_sum", 5},        {"softmax", 5},        {"rmsnorm", 7},
       {"weighted_sum", 4}, {"add_scalar", 2}, {"outer_add", 2}, {"outer_mul_relu", 2},
       {"row_scale_relu", 3}, {"gemm", 19}};
   auto& reg = hk::Registry::get();
@@ -157,9 +157,11 @@ TEST(Registry, EveryFamilyHasOneDefaultAndOneBaseline) {
       EXPECT_FALSE(v->summary().empty()) << v->name();
     }
     // gemm has two: the general default (v15) and the decode-shape one (v17, M <= 32); rmsnorm
-    // too: v05 for the forward of >= 512 rows, v03 for the rest. pick() tries the higher rung
-    // first, which declines what it does not serve through supports().
-    EXPECT_EQ(defaults, f->name() == "gemm" || f->name() == "rmsnorm" ? 2 : 1) << f->name();
+    // four: v06 (forward, rows of whole vectors in shared memory), v07 (backward, whole-vector
+    // rows of 129..2048 vectors), v05 (forward, >= 512 rows), v03 for the rest. pick() tries the
+    // higher rung first, which declines what it does not serve through supports().
+    const int want = f->name() == "gemm" ? 2 : f->name() == "rmsnorm" ? 4 : 1;
+    EXPECT_EQ(defaults, want) << f->name();
     EXPECT_EQ(baselines, 1) << f->name();
     EXPECT_FALSE(f->test_problems().empty()) << f->name();
   }

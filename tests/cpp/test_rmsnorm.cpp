@@ -68,12 +68,24 @@ TEST(RmsNormBadInput, EmptyTensorIsANoOp) {
 
 TEST(RmsNormDispatch, RungByShapeAndAlignment) {
   auto& reg = hk::Registry::get();
-  hk::RmsNormProblem p(16384, 8192, DType::kBF16, false);  // the pipelined forward default
-  EXPECT_EQ(reg.pick(p).name(), "v05_pipelined_rows");
-  hk::RmsNormProblem f32(16384, 8192, DType::kF32, true);  // backward: v05 declines, v03 runs it
-  EXPECT_EQ(reg.pick(f32).name(), "v03_vectorized_onchip");
-  hk::RmsNormProblem few(64, 8192, DType::kBF16, false);  // < 512 rows would leave SMs idle in v05
-  EXPECT_EQ(reg.pick(few).name(), "v03_vectorized_onchip");
+  hk::RmsNormProblem p(16384, 8192, DType::kBF16, false);  // the bulk-copy forward default
+  EXPECT_EQ(reg.pick(p).name(), "v06_bulk_row");
+  hk::RmsNormProblem few(64, 8192, DType::kBF16, false);  // v05 needs >= 512 rows, v06 does not
+  EXPECT_EQ(reg.pick(few).name(), "v06_bulk_row");
+  hk::RmsNormProblem big(8, 57344, DType::kF32, false);  // 224 KiB rows: the most v06 stages
+  EXPECT_EQ(reg.pick(big).name(), "v06_bulk_row");
+  hk::RmsNormProblem bigger(8, 57348, DType::kF32, false);
+  EXPECT_EQ(reg.pick(bigger).name(), "v04_split_row");
+  hk::RmsNormProblem f32(16384, 8192, DType::kF32, true);  // backward: v06 declines, v07 runs it
+  EXPECT_EQ(reg.pick(f32).name(), "v07_smem_dg");
+  hk::RmsNormProblem bwd_long(16384, 16392, DType::kBF16, true);  // > 2048 vectors: v07 and v03 decline
+  EXPECT_EQ(reg.pick(bwd_long).name(), "v04_split_row");
+  hk::RmsNormProblem short_rows(16384, 1024, DType::kBF16, false);  // 128 vectors: warp per row
+  EXPECT_EQ(reg.pick(short_rows).name(), "v03_vectorized_onchip");
+  hk::RmsNormProblem short_bwd(16384, 512, DType::kF32, true);
+  EXPECT_EQ(reg.pick(short_bwd).name(), "v03_vectorized_onchip");
+  hk::RmsNormProblem part_vec(1024, 4097, DType::kBF16, false, 7);  // aligned rows, a partial last vector
+  EXPECT_EQ(reg.pick(part_vec).name(), "v03_vectorized_onchip");
   hk::RmsNormProblem longrow(4, int64_t(1) << 26, DType::kBF16, false);
   EXPECT_EQ(reg.pick(longrow).name(), "v04_split_row");
   hk::RmsNormProblem odd_ld(64, 1024, DType::kBF16, false, 3);  // rows not 16-byte aligned

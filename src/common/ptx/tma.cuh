@@ -1,6 +1,6 @@
 // common/ptx/tma.cuh — the Tensor Memory Accelerator: host-side tensor maps, device-side bulk
 // tensor copies (global -> shared with mbarrier completion, optionally multicast to a cluster;
-// shared -> global through bulk groups).
+// shared -> global through bulk groups), and plain bulk copies of a contiguous byte range.
 //
 // TMA's rules, checked by the callers' supports(): global base 16-byte aligned; every stride
 // but the innermost a multiple of 16 bytes (below 2^40); box extents at most 256; with
@@ -77,6 +77,13 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void*
                                              int32_t c2) {
   const int32_t coords[3] = {c0, c1, c2};
   cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, map, coords, src);
+}
+
+// `bytes` from global `src` to this CTA's shared `dst` as one bulk copy (no tensor map):
+// both addresses 16-byte aligned, bytes a multiple of 16; completes `bar` with `bytes`
+// transactions (the caller's expect_tx announces them; a phase counts at most 2^20 - 1).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, bar);
 }
 
 __device__ __forceinline__ void bulk_commit_group() { cuda::ptx::cp_async_bulk_commit_group(); }

@@ -189,7 +189,11 @@ class RmsNormFamily final : public Family {
                                    {2, 1 << 20, 0},
                                    // >= 512 rows of whole 16-byte vectors (v05's block-per-row path):
                                    // 1, 2 and 4 (bf16) or 2, 4 and 8 (f32) vectors per thread, padded rows
-                                   {520, 1600, 0},  {600, 3000, 0},  {512, 4104, 8}};
+                                   {520, 1600, 0},  {600, 3000, 0},  {512, 4104, 8},
+                                   // v06 (block per row, 64..1024 threads) and v07 (8, 4, 2 row groups
+                                   // x 2 vectors; 1 group x 4 with prefetch): few rows with idle
+                                   // groups, a partial last vector slot, the 224 KiB row limit (f32)
+                                   {3, 2048, 0},  {300, 12296, 24},  {3, 57344, 8}};
     std::vector<ProblemPtr> out;
     for (auto& s : shapes)
       for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
