@@ -16,7 +16,7 @@
 // > 128 and <= 2048 16-byte vectors; rows >= 512 (fewer leave SMs idle). Otherwise
 // supports() says why and the public op runs v03.
 // Measured (H200, session 3): 87.4% of copy at 16384x8192 bf16, 88.2% f32, against v03's 85.2% and
-// 87.6%: the forward default where it applies (pick() tries it before v03, also a default).
+// 87.6%. Not a default since v06_bulk_row, which serves every problem this rung serves.
 // Run:   hk bench rmsnorm --variant v05_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -108,8 +108,7 @@ std::string rmsnorm_v05_supports(const RmsNormProblem& p) {
 }  // namespace
 
 HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v05_pipelined_rows",
-                    "forward default (>= 512 rows): g slice in registers, next row's loads in flight across the row "
-                    "reduction",
-                    90, kFlagDefault, rmsnorm_v05_supports, rmsnorm_v05_launch);
+                    "forward (>= 512 rows): g slice in registers, next row's loads in flight across the row reduction",
+                    90, kFlagNone, rmsnorm_v05_supports, rmsnorm_v05_launch);
 
 }  // namespace hk
