@@ -14,8 +14,8 @@
 // Backward: chunks of 512 vectors of x and dz (4 each per thread, the same bytes in flight);
 // a block writes dx and reduces its chunk's share of dy[j] = sum_i 1(x y > 0) x dz. A row of
 // one chunk writes dy[j] itself; longer rows leave S f32 partials [N1, S] that a second kernel
-// adds, a block per row, each thread a fixed set of them, then one block reduction
-// (deterministic, no atomics). v02's backward gives a row group a whole row: 4 rows of 2^26 ran
+// adds, a warp per row (a block for S > 1024), each thread a fixed set of them, then one
+// reduction (deterministic, no atomics). v02's backward gives a row group a whole row: 4 rows of 2^26 ran
 // on 4 SMs (10.3 ms bf16). NOTE: the column-sum helper sum_partials ([S, N1] layout) gave each of
 // the 4 rows' 16384 partials to 32 threads in a serial chain: ~100 us of a 509 us backward.
 // Adds over v02: one block per (row, chunk), 8 vectors in flight per thread, split rows backward.
@@ -90,17 +90,24 @@ __global__ void __launch_bounds__(kThr) row_scale_relu_v03_bwd_kernel(const T* _
   }
 }
 
-// dy[j] = the sum of row j's S partials: thread t adds partials t, t + kDyThreads, ... in order,
-// then one block reduction. 1024 threads: a 2^26-element row's 16384 partials are 16 loads each.
-constexpr int kDyThreads = 1024;
-template <class T>
-__global__ void __launch_bounds__(kDyThreads) row_scale_relu_v03_dy_kernel(const float* __restrict__ part,
-                                                                      T* __restrict__ dy, int64_t n1, int64_t S) {
-  for (int64_t j = blockIdx.x; j < n1; j += gridDim.x) {
+// dy[j] = the sum of row j's S partials by kT threads (a warp, or a 1024-thread block for the
+// 16384 partials of a 2^26-element row): thread t adds partials t, t + kT, ... in order, then
+// one warp or block reduction. NOTE: a 1024-thread block per row for every S (the first form)
+// cost 16384 such blocks at 16384x8192 bf16 (S = 2): 277 us, against 201 us with the column-sum
+// helper before it (H200, session 4).
+template <class T, int kT>
+__global__ void __launch_bounds__(kT == 32 ? 256 : kT) row_scale_relu_v03_dy_kernel(const float* __restrict__ part,
+                                                                                  T* __restrict__ dy, int64_t n1,
+                                                                                  int64_t S) {
+  constexpr int kRowsPerBlock = kT == 32 ? 8 : 1;
+  const int lane = threadIdx.x % kT;
+  for (int64_t j = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kT; j < n1;
+       j += int64_t(gridDim.x) * kRowsPerBlock) {
     float acc = 0.f;
-    for (int64_t s = threadIdx.x; s < S; s += kDyThreads) acc += part[j * S + s];
-    acc = block_reduce<kDyThreads>(acc, SumOp{});
-    if (threadIdx.x == 0) dy[j] = from_f32<T>(acc);
+    for (int64_t s = lane; s < S; s += kT) acc += part[j * S + s];
+    if constexpr (kT == 32) acc = warp_reduce(acc, SumOp{});
+    else acc = block_reduce<kT>(acc, SumOp{});
+    if (lane == 0) dy[j] = from_f32<T>(acc);
   }
 }
 
@@ -132,8 +139,13 @@ void launch_bwd(const BroadcastArgs& a, cudaStream_t s) {
   row_scale_relu_v03_bwd_kernel<T, float><<<blocks, kThr, 0, s>>>(x, y, dz, dx, part.as<float>(), a.n1, a.n0, a.ld_x,
                                                                   a.ld_dz, a.ld_z, S);
   HK_CHECK_LAUNCH("row_scale_relu_v03_bwd_kernel");
-  row_scale_relu_v03_dy_kernel<T><<<static_cast<int>(std::min<int64_t>(a.n1, 0x7FFFFFFF)), kDyThreads, 0, s>>>(
-      part.as<float>(), dy, a.n1, S);
+  if (S <= 1024) {
+    const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(a.n1, 8), 0x7FFFFFFF));
+    row_scale_relu_v03_dy_kernel<T, 32><<<blocks, 256, 0, s>>>(part.as<float>(), dy, a.n1, S);
+  } else {
+    const int blocks = static_cast<int>(std::min<int64_t>(a.n1, 0x7FFFFFFF));
+    row_scale_relu_v03_dy_kernel<T, 1024><<<blocks, 1024, 0, s>>>(part.as<float>(), dy, a.n1, S);
+  }
   HK_CHECK_LAUNCH("row_scale_relu_v03_dy_kernel");
 }
 
