@@ -98,12 +98,14 @@ std::vector<Row> run(const BenchRequest& req) {
     using Clock = std::chrono::steady_clock;
     auto seconds_since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     for (auto& p : probs) {
+      if (req.stop && req.stop()) break;
       const auto t_setup = Clock::now();
       Case c(p, ++seed);
       double setup_s = seconds_since(t_setup);
       size_t first_row = rows.size();
       double base_us = 0;
       for (const Variant* v : vars) {
+        if (req.stop && req.stop()) break;
         ++done;
         if (req.progress)
           std::fprintf(stderr, "\r[%zu/%zu] %s/%s %s\033[K", done, total, f->name().c_str(),

@@ -57,6 +57,9 @@ struct BenchRequest {
   bool progress = true;  // a progress line on stderr
   // Called with each finished row (hk bench prints it at once: a run cut short keeps its rows).
   std::function<void(const Row&)> on_row;
+  // Asked before each row: true ends the run there, returning the rows so far (hk bench sets it
+  // from SIGINT / SIGTERM, so a run stopped by a time limit still writes its JSON).
+  std::function<bool()> stop;
 };
 
 std::vector<Row> run(const BenchRequest& req);

@@ -1,6 +1,7 @@
 // hk bench — verify, then time, registered variants; no family = the quick suite (main job).
 #include <fmt/format.h>
 
+#include <csignal>
 #include <fstream>
 
 #include "bench/bench.hpp"
@@ -9,6 +10,9 @@
 
 namespace hk::cli {
 namespace {
+
+volatile std::sig_atomic_t g_stop = 0;  // set by SIGINT / SIGTERM: finish the row, then stop
+extern "C" void on_stop_signal(int) { g_stop = 1; }
 
 int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
   if (int rc = need_gpu("bench")) return rc;
@@ -22,7 +26,16 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
   req.on_row = [&](const hk::bench::Row& r) {
     fmt::print(stderr, "\r\033[K{}", hk::bench::markdown_row(r, ceil.copy_bytes_per_s, ceil.bf16_flops_per_s));
   };
+  // `timeout --signal=INT` (scripts/gpu-check.sh) or Ctrl-C: the rows measured so far still
+  // reach the table and the JSON (the row in progress finishes first).
+  g_stop = 0;
+  req.stop = [] { return g_stop != 0; };
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   auto rows = hk::bench::run(req);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (g_stop) fmt::print(stderr, "\nhk bench: stopped by a signal after {} row(s); writing what was measured\n", rows.size());
   double setup_s = 0, check_s = 0, time_s = 0;
   for (auto& r : rows) setup_s += r.setup_s, check_s += r.check_s, time_s += r.time_s;
   fmt::print(stderr, "hk bench: host time {:.1f} s preparing problems, {:.1f} s running and verifying, {:.1f} s timing\n",
