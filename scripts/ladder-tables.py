@@ -4,11 +4,14 @@ order), each row with the median time, the rate against the copy ceiling or the 
 measured in the same run, the speedup over the family baseline, and the peer figure from
 ../shared/baselines where one was measured for that problem.
 
-Usage: scripts/ladder-tables.py BENCH.json [BENCH.json ...] [--family NAME ...]
-The docs' ladder tables (docs/<family>.md) are this script's output for one gpu-check run.
+Usage: scripts/ladder-tables.py BENCH.json|BENCH.err [...] [--family NAME ...]
+A .err file is hk bench's stderr: the rows it streamed as they finished (what remains of a run
+cut short before it wrote its JSON). The docs' ladder tables (docs/<family>.md) are this
+script's output for one gpu-check run.
 """
 import argparse
 import json
+import re
 import sys
 
 # Peer figures on the H200 (../shared/baselines/README.md, 2026-11-29), for the problem they
@@ -23,11 +26,37 @@ PEERS = {
 }
 
 
+ROW = re.compile(r"\| ([a-z_]+) \| ([a-z0-9_]+) \| ([^|]+) \|([^\n]*)")
+
+
+def from_stderr(path):
+    """hk bench's streamed markdown rows -> JSON-like rows (rates as printed, same run's ceilings)."""
+    rows = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            for m in ROW.finditer(line):
+                c = [x.strip() for x in m.group(4).split("|")]
+                r = {"op": m.group(1), "variant": m.group(2), "problem": m.group(3).strip()}
+                if not c[0][:1].isdigit():
+                    r["status"] = c[0]
+                else:
+                    us, spread = float(c[0]), float(c[1])
+                    r.update(status="ok", median_us=us, p25_us=us, p75_us=us * (1 + spread / 100),
+                             tflops=float(c[2]), tbps=float(c[3]), _pct_copy=float(c[4]), _pct_peak=float(c[5]))
+                    if c[6].endswith("x"):
+                        r["speedup_vs_baseline"] = float(c[6][:-1])
+                rows.append(r)
+    return {"rows": rows}
+
+
 def load(paths):
     rows, env = [], None
     for p in paths:
-        with open(p) as f:
-            j = json.load(f)
+        if p.endswith(".json"):
+            with open(p) as f:
+                j = json.load(f)
+        else:
+            j = from_stderr(p)
         env = env or j
         for r in j["rows"]:
             r["_ceil"] = j.get("ceilings", {})
@@ -45,11 +74,11 @@ def fmt_row(r, gemm):
     if gemm:
         peak = ceil.get("bf16_flops_per_s", 0)
         rate = f"{r['tflops']:.0f} TFLOP/s"
-        frac = f"{100.0 * r['flops'] / (us * 1e-6) / peak:.1f}" if peak else ""
+        frac = f"{100.0 * r['flops'] / (us * 1e-6) / peak:.1f}" if peak else f"{r.get('_pct_peak', 0):.1f}"
     else:
         copy = ceil.get("copy_bytes_per_s", 0)
         rate = f"{r['tbps']:.2f} TB/s"
-        frac = f"{100.0 * r['bytes'] / (us * 1e-6) / copy:.1f}" if copy else ""
+        frac = f"{100.0 * r['bytes'] / (us * 1e-6) / copy:.1f}" if copy else f"{r.get('_pct_copy', 0):.1f}"
     vs = f"{r['speedup_vs_baseline']:.2f}x" if "speedup_vs_baseline" in r else "n/a"
     peers = PEERS.get((r["op"], r["problem"]))
     peer = ", ".join(f"{name} {tb:.2f} TB/s ({r['tbps'] / tb:.2f}x)" for name, tb in peers) if peers else ""
@@ -64,9 +93,10 @@ def main():
     rows, env = load(args.json)
     gpu = env.get("gpu", {})
     ceil = env.get("ceilings", {})
-    print(f"<!-- {gpu.get('name', '?')} {gpu.get('uuid', '')}, {env.get('date', '?')}, commit "
-          f"{env.get('hopperkit_git_sha', '?')}; copy ceiling {ceil.get('copy_bytes_per_s', 0) / 1e12:.2f} TB/s, "
-          f"bf16 peak {ceil.get('bf16_flops_per_s', 0) / 1e12:.0f} TFLOP/s -->")
+    if gpu:
+        print(f"<!-- {gpu.get('name', '?')} {gpu.get('uuid', '')}, {env.get('date', '?')}, commit "
+              f"{env.get('hopperkit_git_sha', '?')}; copy ceiling {ceil.get('copy_bytes_per_s', 0) / 1e12:.2f} TB/s, "
+              f"bf16 peak {ceil.get('bf16_flops_per_s', 0) / 1e12:.0f} TFLOP/s -->")
     fams = []
     for r in rows:
         if r["op"] not in fams and (not args.family or r["op"] in args.family):
