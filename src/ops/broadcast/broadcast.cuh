@@ -24,6 +24,23 @@ __device__ __forceinline__ float combine(float a, float b) {
   else return relu_nan(b * a);
 }
 
+// row_scale_relu's backward for one pair of 16-byte vectors of x and dz: returns dx =
+// 1(x y > 0) y dz and adds this pair's share of dy[j] = sum 1(x y > 0) x dz to acc (zero-filled
+// tail lanes are off).
+template <class T, int kV>
+__device__ __forceinline__ Vec<T, kV> relu_scale_grad(const Vec<T, kV>& xv, const Vec<T, kV>& gv, float yv,
+                                                      float& acc) {
+  Vec<T, kV> o;
+#pragma unroll
+  for (int k = 0; k < kV; ++k) {
+    const float xf = to_f32(xv.v[k]), gf = to_f32(gv.v[k]);
+    const bool on = xf * yv > 0.f;
+    o.v[k] = from_f32<T>(on ? yv * gf : 0.f);
+    acc += on ? xf * gf : 0.f;
+  }
+  return o;
+}
+
 // One thread per element of z [n1, n0]; 64-bit flat index split into (j, i).
 template <class T, BroadcastKind K>
 __device__ __forceinline__ void naive_rows(const T* x, const T* y, T* z, int64_t n1, int64_t n0, int64_t ldx,

@@ -43,16 +43,7 @@ __global__ void __launch_bounds__(kThreads) row_scale_relu_v02_bwd_kernel(const 
     const T* gr = dz + j * ldg;
     T* orow = dx + j * ldo;
     float acc = 0.f;
-    // dx and this thread's share of dy for one vector pair; zero-filled tail lanes are off.
-    auto apply = [&](const V& xv, const V& gv, V& o) {
-#pragma unroll
-      for (int k = 0; k < kV; ++k) {
-        const float xf = to_f32(xv.v[k]), gf = to_f32(gv.v[k]);
-        const bool on = xf * yv > 0.f;
-        o.v[k] = from_f32<T>(on ? yv * gf : 0.f);
-        acc += on ? xf * gf : 0.f;
-      }
-    };
+    auto apply = [&](const V& xv, const V& gv, V& o) { o = bcast::relu_scale_grad<T, kV>(xv, gv, yv, acc); };
     // Batches of kUnroll whole vectors: unguarded 16-byte loads, all issued before the first use.
     // NOTE: the guarded element fallback inside this unrolled loop (the previous form) held its
     // scalars for every u: 101 registers at bf16, 2 blocks per SM.

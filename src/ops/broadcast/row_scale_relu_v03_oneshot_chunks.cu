@@ -58,18 +58,7 @@ __global__ void __launch_bounds__(kThr) row_scale_relu_v03_bwd_kernel(const T* _
     const T* gr = dz + j * ldg;
     T* orow = dx + j * ldo;
     float acc = 0.f;
-    // dx and this thread's share of dy for one vector pair; zero-filled tail lanes are off.
-    auto apply = [&](const V& xv, const V& gv) {
-      V o;
-#pragma unroll
-      for (int k = 0; k < kV; ++k) {
-        const float xf = to_f32(xv.v[k]), gf = to_f32(gv.v[k]);
-        const bool on = xf * yv > 0.f;
-        o.v[k] = from_f32<T>(on ? yv * gf : 0.f);
-        acc += on ? xf * gf : 0.f;
-      }
-      return o;
-    };
+    auto apply = [&](const V& xv, const V& gv) { return bcast::relu_scale_grad<T, kV>(xv, gv, yv, acc); };
     if ((s + 1) * kChunk * kV <= n0) {  // a whole chunk: unguarded loads, all issued first
       const int64_t v0 = s * kChunk + threadIdx.x;
       V xv[kBwdUnr], gv[kBwdUnr];
