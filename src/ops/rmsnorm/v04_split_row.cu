@@ -4,7 +4,7 @@
 // leave most SMs idle. Each row is split into S chunks so that rows x S fills the GPU:
 //   1. partial kernel: each block sums its chunk (x^2 forward, g*dy*x backward) with 16-byte
 //      loads, kUnroll in flight per thread -> part[rows, S];
-//   2. finalize kernel: one thread per row sums its S partials in a fixed order -> rstd[r]
+//   2. finalize kernel: a warp per row sums its S partials in a fixed order -> rstd[r]
 //      (forward) or the backward's coefficient rstd^3 * S / D (a [rows] f32 buffer);
 //   3. apply kernel: y = x * rstd * g (forward), or dx per (column tile, row set) with dg kept in
 //      f32 registers across the rows of the set — written straight to dg when one set covers all
@@ -72,15 +72,23 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_partial_kernel(const T* 
   }
 }
 
-// out[r] = rstd (forward) or rstd^3 * S / D (backward), from the row's S partials in order.
+// out[r] = rstd (forward) or rstd^3 * S / D (backward), from the row's S partials: a warp per
+// row, lane l adding partials l, l + 32, ... in order, then a shuffle tree (deterministic).
+// NOTE: one thread per row (the previous form) summed 4 x 2^26's ~528 partials per row as a
+// serial chain of L2 loads on 4 threads of the whole GPU (rmsnorm at 4 x 2^26 measured 34% of
+// copy against a 67% bound, H200 session 4; this kernel's share was not measured).
 template <bool kBwd>
 __global__ void __launch_bounds__(kThreads) rmsnorm_v04_finalize_kernel(const float* __restrict__ part, int64_t rows,
                                                                         int64_t S, int64_t dim, float eps,
                                                                         const float* __restrict__ rstd_in,
                                                                         float* __restrict__ out) {
-  for (int64_t r = int64_t(blockIdx.x) * kThreads + threadIdx.x; r < rows; r += int64_t(gridDim.x) * kThreads) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x % 32;
+  for (int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
     float acc = 0.f;
-    for (int64_t s = 0; s < S; ++s) acc += part[r * S + s];
+    for (int64_t s = lane; s < S; s += 32) acc += part[r * S + s];
+    acc = warp_reduce(acc, SumOp{});
+    if (lane != 0) continue;
     if constexpr (kBwd) {
       const float rs = rstd_in[r];
       out[r] = rs * rs * rs * acc / float(dim);
@@ -199,7 +207,7 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
   partial<<<grid_for(a.rows * S), kThreads, 0, s>>>(x, g, dy, part.as<float>(), a.rows, a.dim, a.ld_x, a.ld_dy, S,
                                                     chunk);
   HK_CHECK_LAUNCH("rmsnorm_v04_partial_kernel");
-  const int fin_blocks = grid_for(ceil_div(a.rows, kThreads));
+  const int fin_blocks = grid_for(ceil_div(a.rows, kThreads / 32));
   if (!a.backward) {
     rmsnorm_v04_finalize_kernel<false><<<fin_blocks, kThreads, 0, s>>>(part.as<float>(), a.rows, S, a.dim, a.eps,
                                                                        nullptr, a.rstd_out);
