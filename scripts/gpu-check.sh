@@ -10,9 +10,11 @@
 #                   machine (build/carry, passed with the device tool's carry) and compile only
 #                   the Python extension against them (scripts/prebuilt/box.sh): ~20 s instead of
 #                   a ~175 s build on a fresh box
-#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,profile,microbench
+#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,profile,microbench
 #                   (the build always runs; it is incremental; `--only build` builds and stops). The device tool allows 10 minutes
-#                   per command: split a full check into two calls with --only.
+#                   per command: split a full check into three calls with --only (session 4:
+#                   tests,sanitize,python took 290 s; bench,ladders ~9 min with HK_BUDGET_MS=150;
+#                   then gemm,profile,microbench).
 #   HK_DEADLINE_S   seconds after which no stage starts and a running one is stopped (default:
 #                   570 when $OUT is set, as on the device tool, else none), so a call that runs
 #                   long still returns its logs and summary instead of being killed with them.
@@ -20,7 +22,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
 rm -rf "$LOGS"; mkdir -p "$LOGS"
-stages=tests,sanitize,python,bench,ladders,profile,microbench
+stages=tests,sanitize,python,bench,ladders,gemm,profile,microbench
 prebuilt=0
 while (($#)); do
   case $1 in
@@ -34,7 +36,7 @@ while (($#)); do
 done
 want() { [[ ,$stages, == *,$1,* ]]; }
 for stage in ${stages//,/ }; do
-  [[ ,build,tests,sanitize,python,bench,ladders,profile,microbench, == *,$stage,* ]] ||
+  [[ ,build,tests,sanitize,python,bench,ladders,gemm,profile,microbench, == *,$stage,* ]] ||
     { echo "gpu-check: unknown stage '$stage'" >&2; exit 2; }
 done
 export HK_CACHE_DIR="$LOGS/cache"
@@ -120,6 +122,8 @@ if want ladders; then
   budget "$build/hk" bench $("$build/hk" list --names | grep -v '^gemm$') --budget-ms "${HK_BUDGET_MS:-400}" \
     --json "$LOGS/bench-all.json" >"$LOGS/bench-all.md" 2>"$LOGS/bench-all.err"
   say "hk bench (all families but gemm): rc=$?"
+fi
+if want gemm; then
   # gemm: the tensor-core rungs on every bench shape in bf16, the production rungs (v15, v17)
   # in f16 too; the CUDA-core rungs (seconds per run at 16384^3) at 2048^3 only
   budget "$build/hk" bench gemm --variant 'v0[789]*,v1*' --dtype bf16 --budget-ms "${HK_BUDGET_MS:-400}" \
