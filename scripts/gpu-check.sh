@@ -16,7 +16,8 @@
 #                   tests,sanitize,python took 290 s; bench,ladders ~9 min with HK_BUDGET_MS=150;
 #                   then gemm,profile,microbench).
 #   HK_DEADLINE_S   seconds after which no stage starts and a running one is stopped (default:
-#                   570 when $OUT is set, as on the device tool, else none), so a call that runs
+#                   550 when $OUT is set, as on the device tool, else none; a stopped stage has
+#                   30 s more to write its output), so a call that runs
 #                   long still returns its logs and summary instead of being killed with them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,13 +52,15 @@ trap finish EXIT
 summary="$LOGS/summary.txt"; : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
 t0=$(date +%s)
-deadline=${HK_DEADLINE_S:-$([[ -n ${OUT:-} ]] && echo 570 || echo 0)}
+deadline=${HK_DEADLINE_S:-$([[ -n ${OUT:-} ]] && echo 550 || echo 0)}
 # run CMD... under the deadline: skipped (rc 125) when under 20 s remain, else `timeout`ed
 budget() {
   if [[ $deadline -eq 0 ]]; then "$@"; return; fi
   local left=$(( deadline - ($(date +%s) - t0) ))
   if [[ $left -lt 20 ]]; then echo "gpu-check: deadline reached, skipped: $*" >&2; return 125; fi
-  timeout --signal=INT --kill-after=10 "$left" "$@"
+  # INT first: hk bench finishes its row and writes its JSON (a large problem's first row
+  # spends seconds of host time on inputs and the fp64 reference), then KILL 30 s later.
+  timeout --signal=INT --kill-after=30 "$left" "$@"
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$LOGS/nvidia-smi.txt" 2>&1

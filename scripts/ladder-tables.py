@@ -39,6 +39,8 @@ def from_stderr(path):
                 r = {"op": m.group(1), "variant": m.group(2), "problem": m.group(3).strip()}
                 if not c[0][:1].isdigit():
                     r["status"] = c[0]
+                elif len(c) < 7 or not all(x.replace(".", "", 1).isdigit() for x in c[:6]):
+                    continue  # a row cut off mid-line (the process was killed while printing)
                 else:
                     us, spread = float(c[0]), float(c[1])
                     r.update(status="ok", median_us=us, p25_us=us, p75_us=us * (1 + spread / 100),

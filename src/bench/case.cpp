@@ -38,11 +38,20 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 // softmax output took 0.09 s on the H200 box, session 4.)
 static void copy_pinned(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (bytes == 0) return;
+  // Registered for this copy only, and unregistered even when the copy throws: a buffer left
+  // registered would be freed or reused while still page-locked.
+  struct Pin {
+    void* host = nullptr;
+    ~Pin() {
+      if (host) (void)cudaHostUnregister(host);
+    }
+  } pin;
   void* host = kind == cudaMemcpyHostToDevice ? const_cast<void*>(src) : dst;
-  const bool pinned = bytes >= (size_t(1) << 20) && cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess;
-  if (!pinned) (void)cudaGetLastError();  // a refused registration leaves an error behind
+  if (bytes >= (size_t(1) << 20) && cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess)
+    pin.host = host;
+  else
+    (void)cudaGetLastError();  // a refused registration leaves an error behind
   HK_CHECK_CUDA(cudaMemcpy(dst, src, bytes, kind));
-  if (pinned) HK_CHECK_CUDA(cudaHostUnregister(host));
 }
 
 Case::Case(ProblemPtr problem, uint64_t seed) : problem_(std::move(problem)) {

@@ -1,6 +1,8 @@
 // hk bench — verify, then time, registered variants; no family = the quick suite (main job).
 #include <fmt/format.h>
 
+#include <signal.h>
+
 #include <csignal>
 #include <fstream>
 
@@ -11,8 +13,8 @@
 namespace hk::cli {
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;  // set by SIGINT / SIGTERM: finish the row, then stop
-extern "C" void on_stop_signal(int) { g_stop = 1; }
+volatile std::sig_atomic_t g_stop = 0;  // the signal (SIGINT / SIGTERM) that asked to stop, or 0
+extern "C" void on_stop_signal(int sig) { g_stop = sig; }
 
 int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
   if (int rc = need_gpu("bench")) return rc;
@@ -27,15 +29,21 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
     fmt::print(stderr, "\r\033[K{}", hk::bench::markdown_row(r, ceil.copy_bytes_per_s, ceil.bf16_flops_per_s));
   };
   // `timeout --signal=INT` (scripts/gpu-check.sh) or Ctrl-C: the rows measured so far still
-  // reach the table and the JSON (the row in progress finishes first).
+  // reach the table and the JSON (the row in progress finishes first). The handler is one-shot
+  // (SA_RESETHAND): a second signal stops the process at once.
   g_stop = 0;
   req.stop = [] { return g_stop != 0; };
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  struct sigaction act {}, old_int {}, old_term {};
+  act.sa_handler = on_stop_signal;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &act, &old_int);
+  sigaction(SIGTERM, &act, &old_term);
   auto rows = hk::bench::run(req);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  if (g_stop) fmt::print(stderr, "\nhk bench: stopped by a signal after {} row(s); writing what was measured\n", rows.size());
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  const int stopped_by = g_stop;
+  if (stopped_by) fmt::print(stderr, "\nhk bench: stopped by a signal after {} row(s); writing what was measured\n", rows.size());
   double setup_s = 0, check_s = 0, time_s = 0;
   for (auto& r : rows) setup_s += r.setup_s, check_s += r.check_s, time_s += r.time_s;
   fmt::print(stderr, "hk bench: host time {:.1f} s preparing problems, {:.1f} s running and verifying, {:.1f} s timing\n",
@@ -47,7 +55,9 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
   fmt::print("{}", hk::bench::markdown(rows, ceil.copy_bytes_per_s, ceil.bf16_flops_per_s));
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << hk::bench::to_json(rows, req).dump(2) << "\n";
+    nlohmann::json j = hk::bench::to_json(rows, req);
+    j["stopped"] = stopped_by != 0;  // a run cut short by a signal: not every planned row is here
+    out << j.dump(2) << "\n";
     if (!out) {
       fmt::print(stderr, "hk bench: cannot write {}\n", json_path);
       return 1;
@@ -56,6 +66,7 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
   int failed = 0;
   for (auto& r : rows) failed += r.status.rfind("FAIL", 0) == 0;
   if (failed) fmt::print(stderr, "hk bench: {} row(s) FAILED verification\n", failed);
+  if (stopped_by) return 128 + stopped_by;  // as the shell reports a process the signal ended
   return failed ? 1 : 0;
 }
 

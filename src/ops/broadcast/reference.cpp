@@ -258,6 +258,11 @@ class BroadcastFamily final : public Family {
         if (kKind == BroadcastKind::kRowScaleRelu)
           out.push_back(std::make_shared<BroadcastProblem>(kKind, std::vector<int64_t>{s.n1, s.n0}, dt, true, s.pad));
       }
+    // row_scale_relu v03's backward sums a row's partials with a block, not a warp, past 1024
+    // of them: f32 rows of more than 1024 x 512 x 4 elements.
+    if constexpr (kKind == BroadcastKind::kRowScaleRelu)
+      out.push_back(std::make_shared<BroadcastProblem>(kKind, std::vector<int64_t>{2, (int64_t(1) << 21) + 4},
+                                                       DType::kF32, true, 0));
     return out;
   }
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
