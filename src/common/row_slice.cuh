@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/ptx/named_barrier.cuh"
 #include "common/reduce.cuh"
 #include "common/rowwise.cuh"
 #include "common/vec.cuh"
@@ -173,7 +174,7 @@ __device__ __forceinline__ float group_reduce_slot(float v, float* slot) {
   v = warp_reduce(v, SumOp{});
   if (lane == 0) slot[warp] = v;
   if constexpr (kGroups == 1) __syncthreads();
-  else asm volatile("bar.sync %0, %1;" : : "r"(int(threadIdx.x / kGroup) + 1), "n"(kGroup) : "memory");
+  else ptx::named_barrier_sync(int(threadIdx.x / kGroup) + 1, kGroup);
   return warp_reduce(lane < kGroup / 32 ? slot[lane] : 0.f, SumOp{});
 }
 

@@ -44,6 +44,7 @@
 #include "common/launch.cuh"
 #include "common/ptx/cluster.cuh"
 #include "common/ptx/mbarrier.cuh"
+#include "common/ptx/named_barrier.cuh"
 #include "common/ptx/tma.cuh"
 #include "common/ptx/wgmma.cuh"
 #include "common/sched/tile_scheduler.hpp"
@@ -85,15 +86,8 @@ struct HopperConfig {
   static_assert(!kSetMaxNReg || 128 * 40 + kConsumers * 128 * 232 <= 65536, "register file: 40 + 2 x 232 per lane");
 };
 
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" : : "r"(id), "r"(threads) : "memory");
-}
-
-// Counts the calling warps into named barrier `id` without waiting for it (the waiting side
-// calls named_barrier_sync with the same total `threads`).
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" : : "r"(id), "r"(threads) : "memory");
-}
+using ptx::named_barrier_arrive;
+using ptx::named_barrier_sync;
 
 template <int kN, class T, bool kTransA, bool kTransB>
 __device__ __forceinline__ void wgmma_tile(float (&d)[kN / 2], uint64_t da, uint64_t db, int scale_d) {
