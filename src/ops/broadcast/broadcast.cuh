@@ -53,31 +53,37 @@ __device__ __forceinline__ void naive_rows(const T* x, const T* y, T* z, int64_t
   }
 }
 
-// Item (j, s): vectors [s * kChunk, (s + 1) * kChunk) of row j (kChunk = kThr x kUnr), kUnr
-// 16-byte vectors per thread all loaded before the first store. The outer ops' x is reused by every row: it is read
-// with the keep policy (L1/L2 hits); row_scale_relu's x row is streamed.
+// Item: vectors [s * kChunk, (s + 1) * kChunk) (kChunk = kThr x kUnr) of one row (row_scale_relu:
+// item (j, s), row-major) or of up to kOuterRows rows (the outer ops: item (s, row group),
+// chunk-major), kUnr 16-byte vectors per thread all loaded before the first store.
+// The outer ops load x's chunk once into registers and write it to every row of the group, so
+// HBM and L2 see x once per kOuterRows rows. NOTE: one row per item with x shared through L2
+// (chunk-major items, the previous form) measured 79% of copy at 4 x 2^26 on the H200 (row-major,
+// before that: 58%, x re-read from HBM per row); 16384 x 8192 was 95.5%.
 // A chunk wholly inside the row (every item at D % (kChunk * kV) == 0, e.g. 8192) takes the
 // unguarded path: kUnr loads at fixed offsets from one pointer. The row's last, partial chunk
 // takes a one-vector-at-a-time loop. NOTE: with the guarded element fallback inside the
 // unrolled loop (the previous form) ptxas held the fallback's scalars for every u: 64 registers
 // at bf16, 4 blocks per SM; the split form needs far fewer, so more blocks keep loads in flight.
+constexpr int kOuterRows = 4;
+template <BroadcastKind K>
+constexpr int64_t rows_per_item = K == BroadcastKind::kRowScaleRelu ? 1 : kOuterRows;
+
 template <class T, BroadcastKind K, int kThr = kThreads, int kUnr = kUnroll>
 __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z,
                                             int64_t n1, int64_t n0, int64_t ldx, int64_t ldz) {
   constexpr int kV = kVec16<T>;
   constexpr int64_t kChunk = int64_t(kThr) * kUnr;
   constexpr bool kRow = K == BroadcastKind::kRowScaleRelu;
+  constexpr int64_t kG = rows_per_item<K>;
   using V = Vec<T, kV>;
   const int64_t nvec = (n0 + kV - 1) / kV;
   const int64_t S = (nvec + kChunk - 1) / kChunk;
-  for (int64_t item = blockIdx.x; item < n1 * S; item += gridDim.x) {
-    // row_scale_relu: row-major items. Outer ops: chunk-major, so the blocks running at once
-    // share x's chunk through L2 (at 4 x 2^26 x is 128-256 MB: row-major re-read it from HBM for
-    // every row, 58% of copy measured on the H200).
-    const int64_t j = kRow ? item / S : item % n1, s = kRow ? item - j * S : item / n1;
-    const float b = to_f32(y[j]);
-    const T* xr = kRow ? x + j * ldx : x;
-    T* zr = z + j * ldz;
+  const int64_t groups = (n1 + kG - 1) / kG;
+  for (int64_t item = blockIdx.x; item < groups * S; item += gridDim.x) {
+    const int64_t q = kRow ? item / S : item % groups, s = kRow ? item - q * S : item / groups;
+    const int64_t j0 = q * kG, j1 = min(n1, j0 + kG);
+    const T* xr = kRow ? x + j0 * ldx : x;
     if ((s + 1) * kChunk * kV <= n0) {
       const int64_t v0 = s * kChunk + threadIdx.x;
       V av[kUnr];
@@ -86,21 +92,28 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
         const T* p = xr + (v0 + u * kThr) * kV;
         av[u] = kRow ? load_stream<T, kV>(p) : load_keep<T, kV>(p);
       }
+      for (int64_t j = j0; j < j1; ++j) {
+        const float b = to_f32(y[j]);
+        T* zr = z + j * ldz;
 #pragma unroll
-      for (int u = 0; u < kUnr; ++u) {
-        V o;
+        for (int u = 0; u < kUnr; ++u) {
+          V o;
 #pragma unroll
-        for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b));
-        store_stream<T, kV>(zr + (v0 + u * kThr) * kV, o);
+          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b));
+          store_stream<T, kV>(zr + (v0 + u * kThr) * kV, o);
+        }
       }
     } else {
       const int64_t end = min(nvec, (s + 1) * kChunk);
       for (int64_t v = s * kChunk + threadIdx.x; v < end; v += kThr) {
         const V a = kRow ? load_row_vec<T, kV>(xr, v * kV, n0) : load_row_vec<T, kV, true>(xr, v * kV, n0);
-        V o;
+        for (int64_t j = j0; j < j1; ++j) {
+          const float b = to_f32(y[j]);
+          V o;
 #pragma unroll
-        for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(a.v[k]), b));
-        store_row_vec<T, kV>(zr, v * kV, n0, o);
+          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(a.v[k]), b));
+          store_row_vec<T, kV>(z + j * ldz, v * kV, n0, o);
+        }
       }
     }
   }
@@ -110,9 +123,11 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
 // the grid-stride loop covers the rest. A resident grid, not one short-lived block per item:
 // 16384 one-shot blocks each with 16 KiB in flight only between their start and their stores
 // kept an SM well under the bytes in flight that the copy rate needs (81.6-88% of copy).
+template <BroadcastKind K>
 inline int vector_rows_grid(int64_t n1, int64_t n0, int vec, int resident) {
   const int64_t nvec = (n0 + vec - 1) / vec, chunk = int64_t(kThreads) * kUnroll;
-  return static_cast<int>(std::min<int64_t>(n1 * ((nvec + chunk - 1) / chunk), resident));
+  const int64_t groups = (n1 + rows_per_item<K> - 1) / rows_per_item<K>;
+  return static_cast<int>(std::min<int64_t>(groups * ((nvec + chunk - 1) / chunk), resident));
 }
 
 inline int naive_grid(int64_t n) {

@@ -1,9 +1,8 @@
 // broadcast/outer_mul_relu_v02_vectorized.cu
 //
-// Rung 2: z[j,i] = relu(y[j] * x[i]) with 16-byte stores (8 bf16 / 4 f32), a block per (row, 8192-element
-// chunk) so the row index is a per-block division instead of a per-element one, y[j] read once
-// per block, x read through L1/L2 with the keep policy (every row reuses it: HBM sees x once),
-// and kUnroll vectors in flight per thread.
+// Rung 2: z[j,i] = relu(y[j] * x[i]) with 16-byte stores (8 bf16 / 4 f32), a block per (chunk of
+// 1024 vectors, group of 4 rows): x's chunk is loaded once into registers (keep policy) and
+// written to all four rows, y[j] read once per row, and kUnroll vectors in flight per thread.
 // Adds over v01: 4-8x fewer memory instructions and no 64-bit division per element; traffic is
 // the minimum (z written once, x and y read ~once).
 // Needs: 16-byte aligned x, y, z and z's row stride (the public op falls back to v01).
@@ -25,7 +24,8 @@ void outer_mul_relu_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
   dispatch_float(a.dtype, "outer_mul_relu/v02_vectorized", [&](auto t) {
     using T = decltype(t);
     static const int resident = resident_grid(outer_mul_relu_v02_kernel<T>, bcast::kThreads);
-    outer_mul_relu_v02_kernel<T><<<bcast::vector_rows_grid(a.n1, a.n0, kVec16<T>, resident), bcast::kThreads, 0, s>>>(
+    const int grid = bcast::vector_rows_grid<BroadcastKind::kOuterMulRelu>(a.n1, a.n0, kVec16<T>, resident);
+    outer_mul_relu_v02_kernel<T><<<grid, bcast::kThreads, 0, s>>>(
         static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z), a.n1, a.n0, a.ld_z);
     HK_CHECK_LAUNCH("outer_mul_relu_v02_kernel");
   });

@@ -92,7 +92,8 @@ void row_scale_relu_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
     using T = decltype(t);
     if (!a.backward) {
       static const int resident = resident_grid(row_scale_relu_v02_kernel<T>, bcast::kThreads);
-      row_scale_relu_v02_kernel<T><<<bcast::vector_rows_grid(a.n1, a.n0, kVec16<T>, resident), kThreads, 0, s>>>(
+      const int grid = bcast::vector_rows_grid<BroadcastKind::kRowScaleRelu>(a.n1, a.n0, kVec16<T>, resident);
+      row_scale_relu_v02_kernel<T><<<grid, kThreads, 0, s>>>(
           static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z), a.n1, a.n0, a.ld_x, a.ld_z);
       HK_CHECK_LAUNCH("row_scale_relu_v02_kernel");
     } else if (ceil_div(a.n0, kVec16<T>) <= 32 * kUnroll) {

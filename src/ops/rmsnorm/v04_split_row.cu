@@ -2,13 +2,15 @@
 //
 // Rung 4: rows too long for registers, and few rows (4 x 2^26) where one block per row would
 // leave most SMs idle. Each row is split into S chunks so that rows x S fills the GPU:
-//   1. partial kernel: each block sums its chunk (x^2 forward, g*dy*x backward) with 16-byte
-//      loads, kUnroll in flight per thread -> part[rows, S];
+//   1. partial kernel: a block per (chunk, group of 4 rows) sums the chunk of each row (x^2
+//      forward, g*dy*x backward, g loaded once for the group) with 16-byte loads, all of a
+//      thread's loads for kUnroll column vectors in flight together -> part[rows, S];
 //   2. finalize kernel: a warp per row sums its S partials in a fixed order -> rstd[r]
 //      (forward) or the backward's coefficient rstd^3 * S / D (a [rows] f32 buffer);
-//   3. apply kernel: y = x * rstd * g (forward), or dx per (column tile, row set) with dg kept in
-//      f32 registers across the rows of the set — written straight to dg when one set covers all
-//      rows (the few-long-rows case: no partial buffer), else as [sets, D] partials.
+//   3. apply kernel: y = x * rstd * g (forward: the partial kernel's items, g once per group),
+//      or dx per (column tile, row set) with dg kept in f32 registers across the rows of the
+//      set — written straight to dg when one set covers all rows (the few-long-rows case: no
+//      partial buffer), else as [sets, D] partials.
 // The second read of x (and dy) is what a row that does not fit on chip costs: the best this
 // rung can do counting the minimum bytes is 2/3 of copy bandwidth (forward) and 3/5 (backward).
 // The apply kernel walks the chunks in reverse so that what kernel 1 read last is still in L2.
@@ -17,6 +19,7 @@
 // Run:   hk bench rmsnorm --variant v04_split_row --shape 4x67108864
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
+#include "common/row_slice.cuh"
 #include "common/rowwise.cuh"
 #include "common/vec.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
@@ -25,10 +28,59 @@ namespace hk {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;     // 16-byte vectors in flight per thread in the chunk loops
-constexpr int kRowUnroll = 4;  // rows whose x and dy vectors are in flight in the backward apply
+constexpr int kGroupRows = 4;  // rows of a partial / scale item: g is loaded once for all of them
+// Rows whose x and dy vectors are in flight in the backward apply: 2 for 16-bit types keeps
+// the kernel at 64 registers (4 blocks per SM; 4 rows took 98-126), 4 for f32 (80).
+template <class T>
+constexpr int kRowUnroll = sizeof(T) == 2 ? 2 : 4;
+// Column vectors in flight per thread, each with the group's 4 x vectors (and dy and g
+// backward): 8 x 16 bytes forward, 9 backward.
+template <bool kBwd>
+constexpr int kUnroll = kBwd ? 1 : 2;
 
-// Chunk s of row r covers vectors [s * chunk, min(nvec, (s + 1) * chunk)).
+// Partial sum terms of one column vector v of rows r0 .. r0 + kGroupRows (x^2, or g*dy*x).
+// kWhole: v lies inside the row (16-byte loads); else element loads, zero-filled.
+template <class T, bool kBwd, bool kWhole>
+__device__ __forceinline__ void partial_terms(const T* __restrict__ x, const T* __restrict__ g,
+                                              const T* __restrict__ dy, int64_t v, int64_t r0, int64_t rows,
+                                              int64_t dim, int64_t ldx, int64_t ldg, float (&acc)[kGroupRows]) {
+  constexpr int kV = kVec16<T>;
+  using V = Vec<T, kV>;
+  // Plain loads (load_keep): the apply kernel re-reads these chunks and should find the last
+  // ones in L2.
+  auto load = [&](const T* row) {
+    return kWhole ? load_keep<T, kV>(row + v * kV) : load_row_vec<T, kV>(row, v * kV, dim);
+  };
+  V xv[kGroupRows], dv[kBwd ? kGroupRows : 1], gv;
+  if constexpr (kBwd) gv = load(g);
+#pragma unroll
+  for (int i = 0; i < kGroupRows; ++i)
+    if (r0 + i < rows) {
+      xv[i] = load(x + (r0 + i) * ldx);
+      if constexpr (kBwd) dv[i] = load(dy + (r0 + i) * ldg);
+    }
+#pragma unroll
+  for (int i = 0; i < kGroupRows; ++i)
+    if (r0 + i < rows) {
+      float xf[kV], df[kV], gf[kV];
+      widen(xv[i], xf);
+      if constexpr (kBwd) {
+        widen(dv[i], df);
+        widen(gv, gf);
+      }
+#pragma unroll
+      for (int k = 0; k < kV; ++k) acc[i] += kBwd ? gf[k] * df[k] * xf[k] : xf[k] * xf[k];
+    }
+}
+
+// Items (s, q), chunk-major: chunk s (vectors [s * chunk, min(nvec, (s + 1) * chunk))) of rows
+// q * kGroupRows .. + kGroupRows. Each thread issues all its loads for kUnroll column vectors
+// (x, and dy and g backward) before the first use; g's vector is shared by the group's rows.
+// The whole vectors take unguarded 16-byte loads; a row's partial last vector (D % 8 != 0)
+// is thread 0's, element by element. NOTE: one row per item with g loaded after x (the previous
+// form) measured 28% of copy at 4 x 2^26 bf16 backward on the H200 (g, 128 MB, fetched per row,
+// each load a round trip); guarded element fallbacks inside the unrolled loop took ptxas to 191
+// registers (one block per SM).
 template <class T, bool kBwd>
 __global__ void __launch_bounds__(kThreads) rmsnorm_v04_partial_kernel(const T* __restrict__ x, const T* __restrict__ g,
                                                                        const T* __restrict__ dy,
@@ -36,39 +88,26 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_partial_kernel(const T* 
                                                                        int64_t dim, int64_t ldx, int64_t ldg,
                                                                        int64_t S, int64_t chunk) {
   constexpr int kV = kVec16<T>;
-  using V = Vec<T, kV>;
-  const int64_t nvec = (dim + kV - 1) / kV;
-  for (int64_t item = blockIdx.x; item < rows * S; item += gridDim.x) {
-    const int64_t r = item / S, s = item - r * S;
-    const int64_t end = min(nvec, (s + 1) * chunk);
-    float acc = 0.f;
-    for (int64_t v0 = s * chunk + threadIdx.x; v0 < end; v0 += kThreads * kUnroll) {
-      V xv[kUnroll], gv[kUnroll];
+  constexpr int kU = kUnroll<kBwd>;
+  const int64_t nvec = (dim + kV - 1) / kV, whole = dim / kV;
+  const int64_t groups = (rows + kGroupRows - 1) / kGroupRows;
+  for (int64_t item = blockIdx.x; item < groups * S; item += gridDim.x) {
+    const int64_t q = item % groups, s = item / groups, r0 = q * kGroupRows;
+    const int64_t end = min(nvec, (s + 1) * chunk), end_whole = min(end, whole);
+    float acc[kGroupRows] = {};
+    for (int64_t v0 = s * chunk + threadIdx.x; v0 < end_whole; v0 += kThreads * kU) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = v0 + u * kThreads;
-        if (v < end) {
-          // Plain loads: the apply kernel re-reads these chunks and should find the last ones in L2.
-          xv[u] = load_row_vec<T, kV, true>(x + r * ldx, v * kV, dim);
-          if constexpr (kBwd) gv[u] = load_row_vec<T, kV, true>(dy + r * ldg, v * kV, dim);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = v0 + u * kThreads;
-        if (v >= end) continue;
-        V w;
-        if constexpr (kBwd) w = load_row_vec<T, kV, true>(g, v * kV, dim);
-#pragma unroll
-        for (int k = 0; k < kV; ++k) {
-          float f = to_f32(xv[u].v[k]);
-          if constexpr (kBwd) acc += to_f32(w.v[k]) * to_f32(gv[u].v[k]) * f;
-          else acc += f * f;
-        }
-      }
+      for (int u = 0; u < kU; ++u)
+        if (v0 + u * kThreads < end_whole)
+          partial_terms<T, kBwd, true>(x, g, dy, v0 + u * kThreads, r0, rows, dim, ldx, ldg, acc);
     }
-    acc = block_reduce<kThreads>(acc, SumOp{});
-    if (threadIdx.x == 0) part[item] = acc;
+    if (end > end_whole && threadIdx.x == 0)
+      partial_terms<T, kBwd, false>(x, g, dy, whole, r0, rows, dim, ldx, ldg, acc);
+#pragma unroll
+    for (int i = 0; i < kGroupRows; ++i) {
+      const float sum = block_reduce<kThreads>(acc[i], SumOp{});
+      if (threadIdx.x == 0 && r0 + i < rows) part[(r0 + i) * S + s] = sum;
+    }
   }
 }
 
@@ -98,6 +137,36 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_finalize_kernel(const fl
   }
 }
 
+// y for column vector v of rows r0 .. r0 + kGroupRows; kWhole as in partial_terms.
+template <class T, bool kWhole>
+__device__ __forceinline__ void scale_vector(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ y,
+                                             const float (&rs)[kGroupRows], int64_t v, int64_t r0, int64_t rows,
+                                             int64_t dim, int64_t ldx, int64_t ldy) {
+  constexpr int kV = kVec16<T>;
+  using V = Vec<T, kV>;
+  const V gv = kWhole ? load_keep<T, kV>(g + v * kV) : load_row_vec<T, kV>(g, v * kV, dim);
+  V xv[kGroupRows];
+#pragma unroll
+  for (int i = 0; i < kGroupRows; ++i)
+    if (r0 + i < rows)
+      xv[i] = kWhole ? load_stream<T, kV>(x + (r0 + i) * ldx + v * kV)
+                     : load_row_vec<T, kV>(x + (r0 + i) * ldx, v * kV, dim);
+#pragma unroll
+  for (int i = 0; i < kGroupRows; ++i) {
+    if (r0 + i >= rows) continue;
+    float xf[kV], gf[kV];
+    widen(xv[i], xf);
+    widen(gv, gf);
+    V o;
+#pragma unroll
+    for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(xf[k] * rs[i] * gf[k]);
+    if constexpr (kWhole) store_stream<T, kV>(y + (r0 + i) * ldy + v * kV, o);
+    else store_row_vec<T, kV>(y + (r0 + i) * ldy, v * kV, dim, o);
+  }
+}
+
+// The partial kernel's items in reverse (what it read last is still in L2): chunk s of the
+// group's rows, g loaded once per column vector for all of them.
 template <class T>
 __global__ void __launch_bounds__(kThreads) rmsnorm_v04_scale_kernel(const T* __restrict__ x, const T* __restrict__ g,
                                                                      const float* __restrict__ rstd,
@@ -105,29 +174,68 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_scale_kernel(const T* __
                                                                      int64_t ldx, int64_t ldy, int64_t S,
                                                                      int64_t chunk) {
   constexpr int kV = kVec16<T>;
+  constexpr int kU = kUnroll<false>;
+  const int64_t nvec = (dim + kV - 1) / kV, whole = dim / kV;
+  const int64_t groups = (rows + kGroupRows - 1) / kGroupRows;
+  for (int64_t b = blockIdx.x; b < groups * S; b += gridDim.x) {
+    const int64_t item = groups * S - 1 - b;
+    const int64_t q = item % groups, s = item / groups, r0 = q * kGroupRows;
+    const int64_t end = min(nvec, (s + 1) * chunk), end_whole = min(end, whole);
+    float rs[kGroupRows];
+#pragma unroll
+    for (int i = 0; i < kGroupRows; ++i) rs[i] = r0 + i < rows ? rstd[r0 + i] : 0.f;
+    for (int64_t v0 = s * chunk + threadIdx.x; v0 < end_whole; v0 += kThreads * kU) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+        if (v0 + u * kThreads < end_whole)
+          scale_vector<T, true>(x, g, y, rs, v0 + u * kThreads, r0, rows, dim, ldx, ldy);
+    }
+    if (end > end_whole && threadIdx.x == 0) scale_vector<T, false>(x, g, y, rs, whole, r0, rows, dim, ldx, ldy);
+  }
+}
+
+// Rows q, q + R, q + 2R, ... of one column vector (elements col ..): dx, and dg's f32 sums in
+// acc. kWhole: the vector lies inside D, so kRowUnroll rows' 16-byte loads go out unguarded
+// before the first use; otherwise (the row's one partial vector) one row at a time, element by
+// element. NOTE: with the guarded element fallback inside the unrolled loop ptxas took the bf16
+// kernel to 126 registers (2 blocks per SM; 4 x 2^26 bf16 backward measured 28% of copy on the
+// H200 against 56% in f32, 71 registers).
+template <class T, bool kWhole>
+__device__ __forceinline__ void dx_column(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
+                                          const Vec<T, kVec16<T>>& w, const float* __restrict__ rstd,
+                                          const float* __restrict__ coef, float (&acc)[kVec16<T>], int64_t col,
+                                          int64_t q, int64_t rows, int64_t dim, int64_t ldx, int64_t ldg,
+                                          int64_t ldo, int64_t R) {
+  constexpr int kV = kVec16<T>;
+  constexpr int kU = kWhole ? kRowUnroll<T> : 1;
   using V = Vec<T, kV>;
-  const int64_t nvec = (dim + kV - 1) / kV;
-  for (int64_t b = blockIdx.x; b < rows * S; b += gridDim.x) {
-    const int64_t item = rows * S - 1 - b;  // reverse of the partial kernel's order: L2 hits first
-    const int64_t r = item / S, s = item - r * S;
-    const int64_t end = min(nvec, (s + 1) * chunk);
-    const float rs = rstd[r];
-    for (int64_t v0 = s * chunk + threadIdx.x; v0 < end; v0 += kThreads * kUnroll) {
-      V xv[kUnroll];
+  for (int64_t r0 = q; r0 < rows; r0 += R * kU) {
+    V xv[kU], gv[kU];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = v0 + u * kThreads;
-        if (v < end) xv[u] = load_row_vec<T, kV>(x + r * ldx, v * kV, dim);
+    for (int u = 0; u < kU; ++u) {
+      const int64_t r = r0 + u * R;
+      if (r < rows) {
+        xv[u] = kWhole ? load_stream<T, kV>(x + r * ldx + col) : load_row_vec<T, kV>(x + r * ldx, col, dim);
+        gv[u] = kWhole ? load_stream<T, kV>(dy + r * ldg + col) : load_row_vec<T, kV>(dy + r * ldg, col, dim);
       }
+    }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = v0 + u * kThreads;
-        if (v >= end) continue;
-        V w = load_row_vec<T, kV, true>(g, v * kV, dim), o;
+    for (int u = 0; u < kU; ++u) {
+      const int64_t r = r0 + u * R;
+      if (r >= rows) continue;
+      const float rs = rstd[r], cr = coef[r];
+      float xf[kV], gf[kV], wf[kV];
+      widen(xv[u], xf);
+      widen(gv[u], gf);
+      widen(w, wf);
+      V o;
 #pragma unroll
-        for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(to_f32(xv[u].v[k]) * rs * to_f32(w.v[k]));
-        store_row_vec<T, kV>(y + r * ldy, v * kV, dim, o);
+      for (int k = 0; k < kV; ++k) {
+        o.v[k] = from_f32<T>(rs * wf[k] * gf[k] - xf[k] * cr);
+        acc[k] += gf[k] * xf[k] * rs;
       }
+      if constexpr (kWhole) store_stream<T, kV>(dx + r * ldo + col, o);
+      else store_row_vec<T, kV>(dx + r * ldo, col, dim, o);
     }
   }
 }
@@ -150,31 +258,8 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_dx_kernel(const T* __res
     if (col >= dim) continue;
     const V w = load_row_vec<T, kV, true>(g, col, dim);
     float acc[kV] = {};
-    for (int64_t r0 = q; r0 < rows; r0 += R * kRowUnroll) {
-      V xv[kRowUnroll], gv[kRowUnroll];
-#pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u) {
-        const int64_t r = r0 + u * R;
-        if (r < rows) {
-          xv[u] = load_row_vec<T, kV>(x + r * ldx, col, dim);
-          gv[u] = load_row_vec<T, kV>(dy + r * ldg, col, dim);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u) {
-        const int64_t r = r0 + u * R;
-        if (r >= rows) continue;
-        const float rs = rstd[r], cr = coef[r];
-        V o;
-#pragma unroll
-        for (int k = 0; k < kV; ++k) {
-          float xf = to_f32(xv[u].v[k]), gf = to_f32(gv[u].v[k]);
-          o.v[k] = from_f32<T>(rs * to_f32(w.v[k]) * gf - xf * cr);
-          acc[k] += gf * xf * rs;
-        }
-        store_row_vec<T, kV>(dx + r * ldo, col, dim, o);
-      }
-    }
+    if (col + kV <= dim) dx_column<T, true>(x, dy, dx, w, rstd, coef, acc, col, q, rows, dim, ldx, ldg, ldo, R);
+    else dx_column<T, false>(x, dy, dx, w, rstd, coef, acc, col, q, rows, dim, ldx, ldg, ldo, R);
 #pragma unroll
     for (int k = 0; k < kV; ++k)
       if (col + k < dim) {
@@ -193,18 +278,19 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
   const T* g = static_cast<const T*>(a.g);
   const T* dy = static_cast<const T*>(a.dy);
   const int64_t nvec = ceil_div(a.dim, kV);
-  // Blocks to aim for: two waves of resident blocks. Every v04 kernel is a 256-thread kernel of
-  // a similar, small footprint, so one occupancy figure serves all three.
+  // Blocks to aim for: two waves of the backward partial kernel's resident blocks (the largest
+  // register footprint of the v04 kernels; the others fit at least as many).
   static const int64_t target = 2 * int64_t(resident_grid(rmsnorm_v04_partial_kernel<T, true>, kThreads));
-  // Split rows into S chunks so rows * S reaches the target; a chunk is at least one pass of
-  // the block (kThreads vectors).
+  // Split rows into S chunks so (row groups) * S reaches the target; a chunk is at least one
+  // pass of the block (kThreads vectors).
   auto partial = a.backward ? rmsnorm_v04_partial_kernel<T, true> : rmsnorm_v04_partial_kernel<T, false>;
-  const int64_t want = ceil_div(target, a.rows);
+  const int64_t groups = ceil_div(a.rows, kGroupRows);
+  const int64_t want = ceil_div(target, groups);
   int64_t S = std::max<int64_t>(1, std::min<int64_t>(want, ceil_div(nvec, kThreads)));
   const int64_t chunk = ceil_div(nvec, S);
   S = ceil_div(nvec, chunk);
   StreamScratch part(a.rows * S * 4, s);
-  partial<<<grid_for(a.rows * S), kThreads, 0, s>>>(x, g, dy, part.as<float>(), a.rows, a.dim, a.ld_x, a.ld_dy, S,
+  partial<<<grid_for(groups * S), kThreads, 0, s>>>(x, g, dy, part.as<float>(), a.rows, a.dim, a.ld_x, a.ld_dy, S,
                                                     chunk);
   HK_CHECK_LAUNCH("rmsnorm_v04_partial_kernel");
   const int fin_blocks = grid_for(ceil_div(a.rows, kThreads / 32));
@@ -212,7 +298,7 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
     rmsnorm_v04_finalize_kernel<false><<<fin_blocks, kThreads, 0, s>>>(part.as<float>(), a.rows, S, a.dim, a.eps,
                                                                        nullptr, a.rstd_out);
     HK_CHECK_LAUNCH("rmsnorm_v04_finalize_kernel");
-    rmsnorm_v04_scale_kernel<T><<<grid_for(a.rows * S), kThreads, 0, s>>>(x, g, a.rstd_out, static_cast<T*>(a.out),
+    rmsnorm_v04_scale_kernel<T><<<grid_for(groups * S), kThreads, 0, s>>>(x, g, a.rstd_out, static_cast<T*>(a.out),
                                                                           a.rows, a.dim, a.ld_x, a.ld_out, S, chunk);
     HK_CHECK_LAUNCH("rmsnorm_v04_scale_kernel");
     return;

@@ -4,8 +4,9 @@
 // Forward: a row group (a warp for rows of <= 128 vectors, 8 rows per block; else a 256-thread
 // block) streams its row with kUnroll 16-byte loads in flight per thread, w read through L1
 // (reused by every row), and writes y[r] directly: one kernel, no partials. Only when there are
-// too few rows to fill the GPU (4 x 2^26) is each row split into S chunks, whose S partials a
-// tiny second kernel sums.
+// too few rows to fill the GPU (4 x 2^26) are rows split into S chunks: a block per (chunk,
+// group of 4 rows) loads each w vector once for the group's rows, and a tiny second kernel sums
+// the S partials.
 // Backward: one kernel over (column tile, row set) items. A thread owns one 16-byte column
 // vector: it writes dx = dy[r] * w for the set's rows (kRowUnroll rows of x in flight) and keeps
 // dw for its columns in f32 registers. With few rows one set covers all rows and dw is written
@@ -29,6 +30,8 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 4;     // 16-byte x vectors in flight per thread (forward)
 constexpr int kRowUnroll = 4;  // rows of x in flight per thread (backward)
 constexpr int kWarpRowVecs = 32 * kUnroll;  // rows up to this many vectors go warp-per-row
+constexpr int kFewRows = 4;    // rows sharing each w vector in the few-long-rows forward
+constexpr int kFewUnroll = 2;  // w vectors (each with kFewRows x vectors) in flight per thread
 
 // Item (r, s): chunk s (vectors [s * chunk, (s + 1) * chunk)) of row r, done by one row group.
 template <class T, int kGroup>
@@ -73,6 +76,66 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_kernel(const T*
     if (lane == 0) {
       if (S == 1) y[r] = from_f32<T>(acc);
       else part[s * rows + r] = acc;
+    }
+  }
+}
+
+// acc[i] += x[r0 + i, v] . w[v] for the group's rows (column vector v). kWhole: v lies inside
+// D (16-byte loads); else element loads, zero-filled.
+template <class T, bool kWhole>
+__device__ __forceinline__ void few_rows_terms(const T* __restrict__ x, const T* __restrict__ w, int64_t v,
+                                               int64_t r0, int64_t rows, int64_t dim, int64_t ldx,
+                                               float (&acc)[kFewRows]) {
+  constexpr int kV = kVec16<T>;
+  using V = Vec<T, kV>;
+  const V wv = kWhole ? load_keep<T, kV>(w + v * kV) : load_row_vec<T, kV>(w, v * kV, dim);
+  V xv[kFewRows];
+#pragma unroll
+  for (int i = 0; i < kFewRows; ++i)
+    if (r0 + i < rows)
+      xv[i] = kWhole ? load_stream<T, kV>(x + (r0 + i) * ldx + v * kV)
+                     : load_row_vec<T, kV>(x + (r0 + i) * ldx, v * kV, dim);
+#pragma unroll
+  for (int i = 0; i < kFewRows; ++i)
+    if (r0 + i < rows) {
+      float xf[kV], wf[kV];
+      widen(xv[i], xf);
+      widen(wv, wf);
+#pragma unroll
+      for (int k = 0; k < kV; ++k) acc[i] += xf[k] * wf[k];
+    }
+}
+
+// Few long rows (the split case): item (s, q) is chunk s of rows q * kFewRows .. + kFewRows,
+// one block. Each w vector is loaded once and used for every row of the group, so HBM sees w
+// once however many rows there are. The whole vectors take unguarded 16-byte loads; the row's
+// partial last vector (D % 8 != 0) is thread 0's. NOTE: one row per item (the row-group kernel
+// above, split) read w once per row unless the rows' blocks met in L2: 33% of copy at 4 x 2^26
+// bf16 (89.5% f32) on the H200, at 105 registers (bf16) against 61 (f32).
+template <class T>
+__global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_few_rows_kernel(const T* __restrict__ x,
+                                                                                 const T* __restrict__ w,
+                                                                                 float* __restrict__ part,
+                                                                                 int64_t rows, int64_t dim,
+                                                                                 int64_t ldx, int64_t S,
+                                                                                 int64_t chunk) {
+  constexpr int kV = kVec16<T>;
+  const int64_t nvec = (dim + kV - 1) / kV, whole = dim / kV;
+  const int64_t groups = (rows + kFewRows - 1) / kFewRows;
+  for (int64_t item = blockIdx.x; item < groups * S; item += gridDim.x) {
+    const int64_t q = item % groups, s = item / groups, r0 = q * kFewRows;
+    const int64_t end = min(nvec, (s + 1) * chunk), end_whole = min(end, whole);
+    float acc[kFewRows] = {};
+    for (int64_t v0 = s * chunk + threadIdx.x; v0 < end_whole; v0 += kThreads * kFewUnroll) {
+#pragma unroll
+      for (int u = 0; u < kFewUnroll; ++u)
+        if (v0 + u * kThreads < end_whole) few_rows_terms<T, true>(x, w, v0 + u * kThreads, r0, rows, dim, ldx, acc);
+    }
+    if (end > end_whole && threadIdx.x == 0) few_rows_terms<T, false>(x, w, whole, r0, rows, dim, ldx, acc);
+#pragma unroll
+    for (int i = 0; i < kFewRows; ++i) {
+      const float sum = block_reduce<kThreads>(acc[i], SumOp{});
+      if (threadIdx.x == 0 && r0 + i < rows) part[s * rows + r0 + i] = sum;
     }
   }
 }
@@ -152,6 +215,24 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_bwd_kernel(const T*
 
 int grid_for(int64_t items) { return static_cast<int>(std::min<int64_t>(items, int64_t(1) << 30)); }
 
+// Few long rows: groups of kFewRows rows x S chunks fill the resident grid; S partials per row.
+template <class T>
+void launch_fwd_few_rows(const WeightedSumArgs& a, cudaStream_t s) {
+  constexpr int kV = kVec16<T>;
+  auto kernel = weighted_sum_v02_fwd_few_rows_kernel<T>;
+  static const int resident = resident_grid(kernel, kThreads);
+  const int64_t nvec = ceil_div(a.dim, kV);
+  const int64_t groups = ceil_div(a.rows, kFewRows);
+  int64_t S = std::max<int64_t>(1, std::min<int64_t>(ceil_div(resident, groups), ceil_div(nvec, kThreads)));
+  const int64_t chunk = ceil_div(nvec, S);
+  S = ceil_div(nvec, chunk);
+  StreamScratch part(S * a.rows * 4, s);
+  kernel<<<grid_for(std::min<int64_t>(resident, groups * S)), kThreads, 0, s>>>(
+      static_cast<const T*>(a.x), static_cast<const T*>(a.w), part.as<float>(), a.rows, a.dim, a.ld_x, S, chunk);
+  HK_CHECK_LAUNCH("weighted_sum_v02_fwd_few_rows_kernel");
+  sum_partials(part.as<float>(), S, a.rows, static_cast<T*>(a.y), s);
+}
+
 template <class T, int kGroup>
 void launch_fwd(const WeightedSumArgs& a, cudaStream_t s) {
   constexpr int kV = kVec16<T>;
@@ -162,6 +243,10 @@ void launch_fwd(const WeightedSumArgs& a, cudaStream_t s) {
   // Split rows only when rows alone cannot give every resident group work.
   const int64_t want = ceil_div(int64_t(resident) * kGroups, a.rows);
   int64_t S = std::max<int64_t>(1, std::min<int64_t>(want, ceil_div(nvec, kGroup * kUnroll)));
+  if (S > 1 && kGroup == kThreads) {
+    launch_fwd_few_rows<T>(a, s);
+    return;
+  }
   const int64_t chunk = ceil_div(nvec, S);
   S = ceil_div(nvec, chunk);
   StreamScratch part(S > 1 ? S * a.rows * 4 : 0, s);
