@@ -82,8 +82,13 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
   const int64_t groups = (n1 + kG - 1) / kG;
   for (int64_t item = blockIdx.x; item < groups * S; item += gridDim.x) {
     const int64_t q = kRow ? item / S : item % groups, s = kRow ? item - q * S : item / groups;
-    const int64_t j0 = q * kG, j1 = min(n1, j0 + kG);
+    const int64_t j0 = q * kG;
     const T* xr = kRow ? x + j0 * ldx : x;
+    // The group's y values are loaded with x's vectors, not at each row's first use (a round
+    // trip before the row's stores).
+    float b[kG];
+#pragma unroll
+    for (int i = 0; i < kG; ++i) b[i] = j0 + i < n1 ? to_f32(y[j0 + i]) : 0.f;
     if ((s + 1) * kChunk * kV <= n0) {
       const int64_t v0 = s * kChunk + threadIdx.x;
       V av[kUnr];
@@ -92,14 +97,15 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
         const T* p = xr + (v0 + u * kThr) * kV;
         av[u] = kRow ? load_stream<T, kV>(p) : load_keep<T, kV>(p);
       }
-      for (int64_t j = j0; j < j1; ++j) {
-        const float b = to_f32(y[j]);
-        T* zr = z + j * ldz;
+#pragma unroll
+      for (int i = 0; i < kG; ++i) {
+        if (j0 + i >= n1) break;
+        T* zr = z + (j0 + i) * ldz;
 #pragma unroll
         for (int u = 0; u < kUnr; ++u) {
           V o;
 #pragma unroll
-          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b));
+          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b[i]));
           store_stream<T, kV>(zr + (v0 + u * kThr) * kV, o);
         }
       }
@@ -107,12 +113,13 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
       const int64_t end = min(nvec, (s + 1) * kChunk);
       for (int64_t v = s * kChunk + threadIdx.x; v < end; v += kThr) {
         const V a = kRow ? load_row_vec<T, kV>(xr, v * kV, n0) : load_row_vec<T, kV, true>(xr, v * kV, n0);
-        for (int64_t j = j0; j < j1; ++j) {
-          const float b = to_f32(y[j]);
+#pragma unroll
+        for (int i = 0; i < kG; ++i) {
+          if (j0 + i >= n1) break;
           V o;
 #pragma unroll
-          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(a.v[k]), b));
-          store_row_vec<T, kV>(z + j * ldz, v * kV, n0, o);
+          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(a.v[k]), b[i]));
+          store_row_vec<T, kV>(z + (j0 + i) * ldz, v * kV, n0, o);
         }
       }
     }
