@@ -79,8 +79,17 @@ TEST(SoftmaxDispatch, PicksByShape) {
   // rows that fit on chip: the default
   EXPECT_EQ(reg.pick(hk::SoftmaxProblem(16384, 8192, DType::kBF16, false)).name(), "v02_onchip_row");
   EXPECT_EQ(reg.pick(hk::SoftmaxProblem(16384, 8192, DType::kF32, true)).name(), "v02_onchip_row");
-  // rows too long for one block's registers: the cluster split
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kBF16, false)).name(), "v04_split_row_cluster");
+  // rows too long for one block's registers that a 16-block cluster holds: the cluster split
+  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(8, 16385, DType::kBF16, false)).name(), "v04_split_row_cluster");
+  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, 16 * 16384, DType::kBF16, true)).name(), "v04_split_row_cluster");
+  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, 16 * 8192, DType::kF32, true)).name(), "v04_split_row_cluster");
+  // longer rows, read twice by every rung: chunks over the whole grid
+  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kBF16, false)).name(), "v06_split_row_grid");
+  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kF32, true)).name(), "v06_split_row_grid");
+  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, 16 * 8192 + 1, DType::kF32, true)).name(), "v06_split_row_grid");
+  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, 16 * 16384 + 1, DType::kBF16, false)).name(), "v06_split_row_grid");
+  // v06 declines only v04's band: it runs short rows when asked by name (bench, tests)
+  EXPECT_EQ(reg.variant("softmax", "v06_split_row_grid")->supports(hk::SoftmaxProblem(16384, 8192, DType::kBF16, false)), "");
   // input and output rows at different 16-byte phases: only the scalar rung runs
   hk::SoftmaxProblem odd(9, 100, DType::kBF16, false, 101, 100);
   EXPECT_NE(odd.same_row_phase(), "");

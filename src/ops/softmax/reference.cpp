@@ -211,7 +211,11 @@ class SoftmaxFamily final : public Family {
         {6, 8193, 0, 0, 0},     {8, 16385, 0, 0, 0},      {3, 32769, 0, 0, 0},      {2, (1 << 20) + 3, 0, 0, 0}, {17, 100003, 0, 0, 0},
         // >= 512 rows of whole 16-byte vectors (v05's block-per-row path): 1, 2, 4 and 8 vectors
         // per thread, padded rows with different strides
-        {520, 1600, 0, 0, 0},   {600, 3000, 0, 0, 0},   {512, 4104, 4112, 4120, 0}};
+        {520, 1600, 0, 0, 0},   {600, 3000, 0, 0, 0},   {512, 4104, 4112, 4120, 0},
+        // few rows longer than a 16-block cluster holds in registers (> 16 x 16384: v06's
+        // chunks over the grid, ragged last chunks, rows at shifted 16-byte phases; 5 rows carry
+        // every special row), contiguous and padded
+        {3, 655367, 0, 0, 0},   {5, 300007, 300015, 300023, 300031}};
     std::vector<ProblemPtr> out;
     for (auto& s : shapes)
       for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})

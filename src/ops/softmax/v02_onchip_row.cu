@@ -24,7 +24,7 @@
 // thread count sized to the row.
 // Needs: T <= 16384 (512 threads x 32 elements; backward f32 8192), 16-byte aligned operands whose rows share a
 // 16-byte phase (SoftmaxProblem::same_row_phase); otherwise supports() says why and the public
-// op falls through to v04.
+// op falls through to v04 or v06.
 // Run:   hk bench softmax --variant v02_onchip_row --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"

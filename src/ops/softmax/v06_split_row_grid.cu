@@ -1,0 +1,254 @@
+// softmax/v06_split_row_grid.cu
+//
+// Rung 6: few rows too long for any on-chip rung (4 x 2^26). Each row's 16-byte vectors are
+// cut into S chunks so that rows x S items fill two waves of resident blocks on every SM
+// (rmsnorm v04's shape; v04_split_row_cluster gives a row at most one cluster of 16 blocks, so
+// 4 rows ran on 64 of 132 SMs):
+//   1. partial kernel: a block per item (row r, chunk c) folds its chunk into an online (max,
+//      sum of exp(x - max)) pair — v03's math, rescaled once per 16-byte vector — with kUnroll
+//      16-byte loads in flight per thread, then merges the threads' pairs (block max, each sum
+//      rescaled to it, block sum) -> part[r * S + c]. Backward: the chunk's sum(dy * y).
+//   2. finalize kernel: a warp per row merges the row's S pairs in a fixed order (lane l takes
+//      pairs l, l + 32, ..., then a shuffle tree: deterministic) -> (max, 1 / sum) per row;
+//      backward: the row's dot.
+//   3. apply kernel: y = exp(x - max) / sum, dx = y * (dy - dot), items walked in the reverse
+//      order of kernel 1 so that the chunks it read last are still in L2 (its loads keep the
+//      default L2 policy; the apply's loads and stores stream).
+// A row that does not fit on chip is read twice: the best this rung can do by the bytes()
+// metric (x read once, y written once) is 2/3 of copy bandwidth forward and 3/5 backward (y and
+// dy read twice, dx written once).
+// Rows start at any 16-byte phase (common/rows.cuh's RowSplit, as v03/v04): chunks cut the
+// row's whole vectors; the block of chunk 0 also owns the scalar head and tail.
+// NaN / inf: as v03 and v04 (the same MaxSum folding, rescale_sum and exact exp form): a row
+// with NaN or +inf gives NaN, an all -inf row NaN, -inf elements of a finite row 0; a chunk
+// of -inf alone contributes (-inf, 0), neutral in the merge.
+// Adds over v04: the whole GPU for a handful of rows, no cluster limit.
+// Dispatch: tried after the default (v02) and before v04, it declines rows that a v04 cluster
+// holds in registers (longer than v02's 512 x 32 elements, at most 16 times that; backward f32
+// 512 x 16): v04 reads those once, this rung twice. Longer rows are read twice by every rung,
+// and this one spreads them over every SM.
+// Needs: 16-byte aligned operands whose rows share a 16-byte phase (same_row_phase).
+// Run:   hk bench softmax --variant v06_split_row_grid --shape 4x67108864
+#include "common/launch.cuh"
+#include "common/reduce.cuh"
+#include "common/rows.cuh"
+#include "common/rowwise.cuh"
+#include "softmax/softmax_op.hpp"
+
+namespace hk {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;          // 16-byte vectors in flight per thread (and operand)
+constexpr int kOnChipThreads = 512;  // v02's largest block, v04's cluster blocks
+constexpr int kMaxCluster = 16;      // v04's cluster size on H100/H200 (non-portable 16)
+
+// Chunk c of a row covers its vectors [c * chunk, min(nvec, (c + 1) * chunk)) after the head;
+// nvec is the row's own (RowSplit), so a row whose start is not 16-byte aligned may end one
+// vector early and its last chunk may be empty.
+template <class T, bool kBackward>
+__global__ void __launch_bounds__(kThreads) softmax_v06_partial_kernel(const T* __restrict__ a,
+                                                                       const T* __restrict__ dy,
+                                                                       float2* __restrict__ part, int64_t rows,
+                                                                       int64_t cols, int64_t ld_a, int64_t ld_dy,
+                                                                       int64_t S, int64_t chunk) {
+  constexpr int kV = kVec16<T>;
+  using V = Vec<T, kV>;
+  const int lane = threadIdx.x;
+  for (int64_t item = blockIdx.x; item < rows * S; item += gridDim.x) {
+    const int64_t r = item / S, c = item - r * S;
+    const T* ar = a + r * ld_a;
+    const T* dr = kBackward ? dy + r * ld_dy : nullptr;
+    const RowSplit s = row_split(ar, cols);  // shared by dy's row (same phase)
+    const int64_t end = min(s.nvec, (c + 1) * chunk);
+    const T* ab = ar + s.head;
+    const T* db = kBackward ? dr + s.head : nullptr;
+    MaxSum st = max_sum_empty();
+    float dot = 0.f;
+    if (c == 0 && lane < s.edges()) {
+      const int64_t e = s.edge<kV>(lane);
+      if constexpr (kBackward) dot = to_f32(ar[e]) * to_f32(dr[e]);
+      else max_sum_add(st, {to_f32(ar[e])});
+    }
+    auto fold = [&](const V& va, const V& vd) {
+      float f[kV];
+#pragma unroll
+      for (int j = 0; j < kV; ++j) f[j] = to_f32(va.v[j]);
+      if constexpr (kBackward) {
+#pragma unroll
+        for (int j = 0; j < kV; ++j) dot += f[j] * to_f32(vd.v[j]);
+      } else {
+        max_sum_add(st, f);
+      }
+    };
+    // Plain (keep) loads: the apply kernel re-reads these chunks and should find the last ones in L2.
+    int64_t i = c * chunk + lane;
+    for (; i + int64_t(kUnroll - 1) * kThreads < end; i += int64_t(kUnroll) * kThreads) {
+      V va[kUnroll], vd[kBackward ? kUnroll : 1];  // (kUnroll, kV) in flight before any math
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        va[u] = load_keep<T, kV>(ab + (i + u * kThreads) * kV);
+        if constexpr (kBackward) vd[u] = load_keep<T, kV>(db + (i + u * kThreads) * kV);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) fold(va[u], vd[kBackward ? u : 0]);
+    }
+    for (; i < end; i += kThreads) {
+      V va = load_keep<T, kV>(ab + i * kV), vd = va;
+      if constexpr (kBackward) vd = load_keep<T, kV>(db + i * kV);
+      fold(va, vd);
+    }
+    if constexpr (kBackward) {
+      dot = block_reduce<kThreads>(dot, SumOp{});
+      if (lane == 0) part[item] = make_float2(dot, 0.f);
+    } else {
+      const float m = block_reduce<kThreads>(st.m, MaxOp{});
+      const float sum = block_reduce<kThreads>(rescale_sum(st.s, st.m, m), SumOp{});
+      if (lane == 0) part[item] = make_float2(m, sum);
+    }
+  }
+}
+
+// stats[r] = (max, 1 / sum) forward, (dot, 0) backward, from the row's S partials.
+template <bool kBackward>
+__global__ void __launch_bounds__(kThreads) softmax_v06_finalize_kernel(const float2* __restrict__ part,
+                                                                        int64_t rows, int64_t S,
+                                                                        float2* __restrict__ stats) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x % 32;
+  for (int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
+    const float2* pr = part + r * S;
+    if constexpr (kBackward) {
+      float dot = 0.f;
+      for (int64_t c = lane; c < S; c += 32) dot += pr[c].x;
+      dot = warp_reduce(dot, SumOp{});
+      if (lane == 0) stats[r] = make_float2(dot, 0.f);
+    } else {
+      float m = MaxOp::kIdentity, sum = 0.f;
+      for (int64_t c = lane; c < S; c += 32) {
+        const float2 p = pr[c];
+        const float mm = max_nan(m, p.x);
+        sum = rescale_sum(sum, m, mm) + rescale_sum(p.y, p.x, mm);
+        m = mm;
+      }
+      const float row_m = warp_reduce(m, MaxOp{});
+      const float row_sum = warp_reduce(rescale_sum(sum, m, row_m), SumOp{});
+      if (lane == 0) stats[r] = make_float2(row_m, inv_sum(row_sum) * kUnbias);
+    }
+  }
+}
+
+template <class T, bool kBackward>
+__global__ void __launch_bounds__(kThreads) softmax_v06_apply_kernel(const T* __restrict__ a,
+                                                                     const T* __restrict__ dy,
+                                                                     const float2* __restrict__ stats,
+                                                                     T* __restrict__ out, int64_t rows, int64_t cols,
+                                                                     int64_t ld_a, int64_t ld_dy, int64_t ld_out,
+                                                                     int64_t S, int64_t chunk) {
+  constexpr int kV = kVec16<T>;
+  using V = Vec<T, kV>;
+  const int lane = threadIdx.x;
+  for (int64_t b = blockIdx.x; b < rows * S; b += gridDim.x) {
+    const int64_t item = rows * S - 1 - b;  // reverse of the partial kernel's order: L2 hits first
+    const int64_t r = item / S, c = item - r * S;
+    const T* ar = a + r * ld_a;
+    const T* dr = kBackward ? dy + r * ld_dy : nullptr;
+    T* o = out + r * ld_out;
+    const RowSplit s = row_split(ar, cols);  // shared by dy's and out's rows (same phase)
+    const int64_t end = min(s.nvec, (c + 1) * chunk);
+    const T* ab = ar + s.head;
+    const T* db = kBackward ? dr + s.head : nullptr;
+    T* ob = o + s.head;
+    const float2 st = stats[r];
+    const RowExp<false> ex = row_exp_exact(st.x);
+    auto apply = [&](float x, float d) { return kBackward ? x * (d - st.x) : ex(x) * st.y; };
+    if (c == 0 && lane < s.edges()) {
+      const int64_t e = s.edge<kV>(lane);
+      o[e] = from_f32<T>(apply(to_f32(ar[e]), kBackward ? to_f32(dr[e]) : 0.f));
+    }
+    auto write = [&](const V& va, const V& vd, int64_t i) {
+      V w;
+#pragma unroll
+      for (int j = 0; j < kV; ++j) w.v[j] = from_f32<T>(apply(to_f32(va.v[j]), to_f32(vd.v[j])));
+      store_stream<T, kV>(ob + i * kV, w);
+    };
+    int64_t i = c * chunk + lane;
+    for (; i + int64_t(kUnroll - 1) * kThreads < end; i += int64_t(kUnroll) * kThreads) {
+      V va[kUnroll], vd[kBackward ? kUnroll : 1];  // (kUnroll, kV) in flight before any math
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        va[u] = load_stream<T, kV>(ab + (i + u * kThreads) * kV);
+        if constexpr (kBackward) vd[u] = load_stream<T, kV>(db + (i + u * kThreads) * kV);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) write(va[u], vd[kBackward ? u : 0], i + u * kThreads);
+    }
+    for (; i < end; i += kThreads) {
+      V va = load_stream<T, kV>(ab + i * kV), vd = va;
+      if constexpr (kBackward) vd = load_stream<T, kV>(db + i * kV);
+      write(va, vd, i);
+    }
+  }
+}
+
+int grid_for(int64_t items) { return static_cast<int>(std::min<int64_t>(items, int64_t(1) << 30)); }
+
+template <class T, bool kBackward>
+void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
+  constexpr int kV = kVec16<T>;
+  if (a.rows == 0 || a.cols == 0) return;
+  // Two waves of resident blocks; the three kernels are 256-thread kernels of a similar small
+  // footprint, so the partial kernel's occupancy serves all of them.
+  static const int64_t target = 2 * int64_t(resident_grid(softmax_v06_partial_kernel<T, kBackward>, kThreads));
+  // A row holds cols / kV whole vectors, one fewer when its start is not 16-byte aligned (the
+  // device clamps each chunk to its row's own count). S chunks bring rows x S to the target; a
+  // chunk is at least one pass of the block (kThreads vectors).
+  const int64_t nvec = a.cols / kV;
+  int64_t S = std::max<int64_t>(1, std::min(ceil_div(target, a.rows), ceil_div(nvec, kThreads)));
+  const int64_t chunk = std::max<int64_t>(1, ceil_div(nvec, S));
+  S = std::max<int64_t>(1, ceil_div(nvec, chunk));
+  const T* x = static_cast<const T*>(a.a);
+  const T* d = static_cast<const T*>(a.dy);
+  StreamScratch part(a.rows * S * int64_t(sizeof(float2)), stream);
+  StreamScratch stats(a.rows * int64_t(sizeof(float2)), stream);
+  softmax_v06_partial_kernel<T, kBackward><<<grid_for(a.rows * S), kThreads, 0, stream>>>(
+      x, d, part.as<float2>(), a.rows, a.cols, a.ld_a, a.ld_dy, S, chunk);
+  HK_CHECK_LAUNCH("softmax_v06_partial_kernel");
+  softmax_v06_finalize_kernel<kBackward><<<grid_for(ceil_div(a.rows, kThreads / 32)), kThreads, 0, stream>>>(
+      part.as<float2>(), a.rows, S, stats.as<float2>());
+  HK_CHECK_LAUNCH("softmax_v06_finalize_kernel");
+  softmax_v06_apply_kernel<T, kBackward><<<grid_for(a.rows * S), kThreads, 0, stream>>>(
+      x, d, stats.as<float2>(), static_cast<T*>(a.out), a.rows, a.cols, a.ld_a, a.ld_dy, a.ld_out, S, chunk);
+  HK_CHECK_LAUNCH("softmax_v06_apply_kernel");
+}
+
+void softmax_v06_launch(const SoftmaxArgs& a, cudaStream_t stream) {
+  dispatch_float(a.dtype, "softmax/v06_split_row_grid", [&](auto t) {
+    using T = decltype(t);
+    a.backward ? launch_typed<T, true>(a, stream) : launch_typed<T, false>(a, stream);
+  });
+}
+
+std::string softmax_v06_supports(const SoftmaxProblem& p) {
+  std::string why = p.same_row_phase();
+  if (!why.empty()) return why;
+  // The dispatch rule (see the header): v04's on-chip band is v04's. Shorter rows are the
+  // default's (v02, tried first), so this rung runs them only when asked for by name.
+  const int per_thread =
+      p.backward && p.dtype == DType::kF32 ? kOnChipElems<float, true> : kOnChipElems<float, false>;
+  const int64_t block_row = int64_t(kOnChipThreads) * per_thread;
+  if (p.cols > block_row && p.cols <= kMaxCluster * block_row)
+    return "rows of " + std::to_string(p.cols) + " elements fit in the registers of a " +
+           std::to_string(kMaxCluster) + "-block cluster (v04_split_row_cluster reads them once, this rung twice); "
+           "serves rows of more than " + std::to_string(kMaxCluster * block_row) + " (or at most " +
+           std::to_string(block_row) + ")";
+  return "";
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v06_split_row_grid",
+                    "rows split into chunks over the whole grid: partial (max, sum) pairs, finalize, apply", 90,
+                    kFlagNone, softmax_v06_supports, softmax_v06_launch);
+
+}  // namespace hk
