@@ -11,14 +11,16 @@
 // distributed shared memory, so the epilogue runs once on the full sum with no workspace. The
 // host picks the tile width and S together: the fewest B bytes per CTA times the waves of
 // clusters, counting how many clusters of S the GPCs hold at once (30 of 4 on the H200, not
-// 33). A warp streams its 32 (or 16) rows of B straight from global memory into registers, 16
-// bytes per lane per 32-wide k step (LDG.128, evict-first), 4 (or 8) k steps per iteration:
-// 8 KB per warp per iteration, double-buffered in registers (16 KB in flight per warp, 128 KB
-// per SM). The CTA's slice of A is staged in shared memory by cp.async in segments of M rows x
-// 1024 k (zero-filled past M and K), shared by the 8 warps and double-buffered: segment s + 1
-// loads while s is computed, and B's register pipeline runs on across the segment boundary.
-// NOTE: with one A buffer (the previous form) each segment began with a barrier, A's load and
-// an empty B pipeline: measured 0.83x cuBLAS at 16x8192x8192 (H200, 42 us, B at ~3.2 TB/s).
+// 33). A warp streams its 32 (or 16) rows of B from global memory through a ring in shared
+// memory: each lane copies 16 bytes per 32-wide k step with cp.async into its own slots (8 KB
+// per warp per iteration) and later reads back only what it copied, so the ring needs no
+// barrier, only cp.async.wait_group. The ring holds 3 iterations at M <= 16 (2 at M <= 32): up
+// to 192 KB of B in flight per SM. A is staged in shared memory in segments of M rows x 512 k
+// (zero-filled past M and K), double-buffered: segment s + 1 is loaded into registers during
+// segment s and stored at its end, one barrier per segment, outside B's cp.async groups.
+// NOTE: measured on the H200 at 16x8192x8192: with B double-buffered in registers (16 KB per
+// warp, 128 KB per SM at most) 42.1 us = 0.84x cuBLAS, B at ~3.2 TB/s, both with one A buffer
+// and with two (session 5): the bytes in flight, not the segment boundaries, set the rate.
 //
 // The k-permutation: mma.m16n8k16's B fragment gives lane (g = lane/4, t = lane%4) the k
 // values {2t, 2t+1, 2t+8, 2t+9} of column g. Here lane (g, t) loads actual k 8t..8t+7 of its
@@ -26,8 +28,8 @@
 // 2t+e is actual k 8t+4s+e and 2t+8+e is 8t+4s+2+e. That is a bijection of each k32 step onto
 // the two k16 steps, and A's fragments use the same one (lane (g, t) reads 16 bytes at k 8t of
 // rows g and g+8), so the products sum over the same k: the 16-byte load is the fragment.
-// Adds over v15: a shape class of its own — split-K over a cluster (DSMEM reduction), register
-// streaming of B without shared memory, one mma.sync m16n8k16 row block per 16 rows of M.
+// Adds over v15: a shape class of its own — split-K over a cluster (DSMEM reduction), B
+// streamed through a per-lane cp.async ring, one mma.sync m16n8k16 row block per 16 rows of M.
 // Needs: sm_90 (clusters); "nt" layout; M <= 32; v05's 16-byte rules for A and B (aligned
 // operands, leading dims and batch strides a multiple of 16 bytes); any N, any K (tails are
 // zero-filled); otherwise supports() says why and hk::gemm falls back to v15.
@@ -48,7 +50,7 @@ namespace {
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kStepK = 32;                         // one 16-byte load per lane per column row
-constexpr int kSegK = 1024;                        // A's k extent staged in smem at once
+constexpr int kSegK = 512;                         // A's k extent per shared-memory segment
 constexpr int kMaxCluster = 8;                     // the portable cluster size limit
 // A warp's share of a CTA tile: kNTiles n8 tiles (8 kNTiles columns of C) x kSteps 32-wide k
 // steps per iteration. Either shape keeps 16 16-byte B loads (8 KB per warp) per iteration.
@@ -62,9 +64,9 @@ struct Tile {
 };
 // NOTE: measured on the H200 (session 3, 256-column tiles, 4-CTA clusters): 99.5 µs at M = 64
 // against 55.3 at M = 16, where the single register buffer that 64 accumulators per thread left
-// room for lost to v15 (81.6): the rung takes M <= 32, where B is double-buffered.
+// room for lost to v15 (81.6; B then in registers): the rung takes M <= 32.
 constexpr int kMaxM = 32;
-// NOTE: an A row's pitch is kSegK + 32 elements = 132 16-byte units, 4 mod 8: the 8 lanes of a
+// NOTE: an A row's pitch is kSegK + 32 elements = 68 16-byte units, 4 mod 8: the 8 lanes of a
 // 16-byte shared-load phase (rows g, g+1 x t = 0..3) touch 8 different 16-byte bank groups.
 constexpr int kPitchA = kSegK + 32;
 static_assert(((kPitchA * 2 / 16) % 8) == 4, "conflict-free A reads");
@@ -72,14 +74,24 @@ static_assert(((kPitchA * 2 / 16) % 8) == 4, "conflict-free A reads");
 template <int kMTiles>
 constexpr int kBufElems = kMTiles * 16 * kPitchA;  // one A segment: (kMTiles * 16, kPitchA)
 template <int kMTiles>
-constexpr int kSmemBytes = 2 * kBufElems<kMTiles> * 2;  // two A segments, bf16/f16
-// The same bytes hold the CTA's partial tile for the cluster reduction afterwards.
-static_assert(kSmemBytes<1> >= 16 * Tile<4>::kBlockN * 4, "the f32 partial tile fits in A's slot");
+constexpr int kABytes = 2 * kBufElems<kMTiles> * 2;  // two A segments, bf16/f16
+// B's ring: a stage is one iteration of every warp (8 warps x 8 KB); as many stages as fit
+// beside A in the 227 KB an SM gives one block: 3 at M <= 16 (192 KB), 2 at M <= 32.
+constexpr int kStageBytes = kWarps * 16 * 32 * 16;
+constexpr int kMaxSmem = 227 * 1024;
+template <int kMTiles>
+constexpr int kRingStages = (kMaxSmem - kABytes<kMTiles>) / kStageBytes;
+template <int kMTiles>
+constexpr int kSmemBytes = kABytes<kMTiles> + kRingStages<kMTiles> * kStageBytes;
+static_assert(kRingStages<1> == 3 && kRingStages<2> == 2, "the ring's depth");
+// The CTA's f32 partial tile reuses the same bytes for the cluster reduction afterwards.
+static_assert(kSmemBytes<1> >= 16 * Tile<4>::kBlockN * 4, "the f32 partial tile fits");
+static_assert(16 * kSegK / 8 % kThreads == 0, "whole 16-byte A chunks per thread");
 
 __device__ __forceinline__ uint4 lds128(const void* p) { return *static_cast<const uint4*>(p); }
 
-// 8 elements of a B row (K contiguous) from element k on; zeros past K. Fast path one 16-byte
-// streaming load (row 16-byte aligned, k a multiple of 8: supports() checks ldb).
+// 8 elements of a row (K contiguous) from element k on; zeros past kend. Fast path one 16-byte
+// streaming load (row 16-byte aligned, k a multiple of 8: supports() checks lda and ldb).
 template <class T>
 __device__ __forceinline__ uint4 load_b_chunk(const T* row, int64_t k, int64_t kend) {
   if (k + 8 <= kend) return __ldcs(reinterpret_cast<const uint4*>(row + k));
@@ -93,22 +105,27 @@ __device__ __forceinline__ uint4 load_b_chunk(const T* row, int64_t k, int64_t k
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// NOTE: min blocks 1: one CTA of 8 warps per SM holds 64-128 KB of B in flight, which is what
-// the bandwidth needs; asking for two would cap registers at 128 and spill the B buffers.
+// One CTA of 8 warps per SM: its shared memory (A's two segments and B's ring) is the SM's.
 template <class T, int kMTiles, class Shape>
 __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g, int64_t k_per_rank) {
   namespace cg = cooperative_groups;
   constexpr int kNTiles = Shape::kNTiles, kSteps = Shape::kSteps, kIterK = Shape::kIterK, kBlockN = Shape::kBlockN;
   constexpr int kItersPerSeg = kSegK / kIterK;
+  constexpr int kStages = kRingStages<kMTiles>;
+  constexpr int kFragVecs = kNTiles * kSteps;  // 16-byte B vectors per lane per iteration
+  constexpr int kChunksA = kMTiles * 16 * kSegK / 8 / kThreads;  // A's 16-byte chunks per thread per segment
   extern __shared__ __align__(16) unsigned char smem[];
-  T* as = reinterpret_cast<T*>(smem);            // two (kMTiles * 16, kPitchA) A segments
-  float* red = reinterpret_cast<float*>(smem);   // (kMTiles * 16, kBlockN) f32 partial tile, later
+  T* as = reinterpret_cast<T*>(smem);  // two (kMTiles * 16, kPitchA) A segments
+  uint4* ring = reinterpret_cast<uint4*>(smem + kABytes<kMTiles>);  // (stage, warp, vector, lane)
+  float* red = reinterpret_cast<float*>(smem);  // (kMTiles * 16, kBlockN) f32 partial tile, at the end
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gq = lane / 4, tq = lane % 4;
   const int64_t bi = blockIdx.z, n0 = int64_t(blockIdx.x) * kBlockN;
   const int64_t kbeg = std::min<int64_t>(int64_t(blockIdx.y) * k_per_rank, g.k);
   const int64_t kend = std::min<int64_t>(kbeg + k_per_rank, g.k);
   const T* a = static_cast<const T*>(g.a) + bi * g.batch_stride_a;
   const T* b = static_cast<const T*>(g.b) + bi * g.batch_stride_b;
+  const int total = static_cast<int>((kend - kbeg + kIterK - 1) / kIterK);
+  const int nseg = (total + kItersPerSeg - 1) / kItersPerSeg;
 
   // This lane's B rows (columns of C), clamped into the matrix: columns past N load column
   // N-1 and their results are dropped by the epilogue's bounds check.
@@ -116,30 +133,62 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
 #pragma unroll
   for (int nt = 0; nt < kNTiles; ++nt)
     brow[nt] = b + std::min<int64_t>(n0 + warp * kNTiles * 8 + nt * 8 + gq, g.n - 1) * g.ldb;
+  // The lane's slot for vector v of ring stage s: lanes of a vector are 16 contiguous bytes
+  // apart (conflict-free), and a lane only ever reads what it copied itself — no barrier.
+  auto slot = [&](int stage, int v) { return ring + ((stage * kWarps + warp) * kFragVecs + v) * 32 + lane; };
 
-  using Frag = uint4[kNTiles][kSteps];  // (n8 tile, k step) 8 B values each
-  // Iteration `it`: lane (g, t) loads kbeg + kIterK it + 32 j + 8 t.
-  auto load = [&](Frag& f, int it) {
-    const int64_t kb = kbeg + int64_t(it) * kIterK + 8 * tq;
-    if (kbeg + int64_t(it + 1) * kIterK <= kend) {
+  // Iteration `it`: lane (g, t) copies k = kbeg + kIterK it + 32 j + 8 t of its rows into stage
+  // it % kStages by cp.async; chunks past K are zero (a partial chunk goes through registers:
+  // a short cp.async still counts as a 16-byte read for memcheck). Always one commit per call,
+  // so the group count stays uniform at the tail.
+  auto issue_b = [&](int it) {
+    if (it < total) {
+      const int stage = it % kStages;
+      const int64_t kb = kbeg + int64_t(it) * kIterK + 8 * tq;
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-        for (int j = 0; j < kSteps; ++j) f[nt][j] = __ldcs(reinterpret_cast<const uint4*>(brow[nt] + kb + j * kStepK));
-    } else {
+        for (int j = 0; j < kSteps; ++j) {
+          const int64_t k = kb + j * kStepK;
+          uint4* dst = slot(stage, nt * kSteps + j);
+          if (k + 8 <= kend) ptx::cp_async_16(dst, brow[nt] + k, 16);
+          else if (k >= kend) ptx::cp_async_16(dst, b, 0);
+          else *dst = load_b_chunk(brow[nt], k, kend);
+        }
+    }
+    ptx::cp_async_commit();
+  };
+
+  // A's segment s (rows 0..16 kMTiles-1, k from kbeg + s kSegK) goes global -> registers during
+  // segment s - 1 and registers -> shared memory at its end (zeros past M and K), so A never
+  // joins B's cp.async groups and the ring never drains at a segment boundary.
+  uint4 areg[kChunksA];
+  auto load_a = [&](int seg) {
+    const int64_t k0 = kbeg + int64_t(seg) * kSegK;
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
+    for (int i = 0; i < kChunksA; ++i) {
+      const int c = tid + i * kThreads, row = c / (kSegK / 8), col = (c % (kSegK / 8)) * 8;
+      const int64_t left = row < g.m ? kend - (k0 + col) : 0;
+      if (left >= 8) areg[i] = *reinterpret_cast<const uint4*>(a + row * g.lda + k0 + col);
+      else areg[i] = left > 0 ? load_b_chunk(a + row * g.lda, k0 + col, kend) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto store_a = [&](int seg) {
+    T* buf = as + (seg & 1) * kBufElems<kMTiles>;
 #pragma unroll
-        for (int j = 0; j < kSteps; ++j) f[nt][j] = load_b_chunk(brow[nt], kb + j * kStepK, kend);
+    for (int i = 0; i < kChunksA; ++i) {
+      const int c = tid + i * kThreads, row = c / (kSegK / 8), col = (c % (kSegK / 8)) * 8;
+      *reinterpret_cast<uint4*>(buf + row * kPitchA + col) = areg[i];
     }
   };
 
   float acc[kMTiles][kNTiles][4] = {};  // (m16 tile, n8 tile, C fragment) f32
-  auto compute = [&](const Frag& f, int it) {
+  auto compute = [&](int it) {
+    const int stage = it % kStages;
+    const T* seg = as + ((it / kItersPerSeg) & 1) * kBufElems<kMTiles>;
 #pragma unroll
     for (int j = 0; j < kSteps; ++j) {
       const int kk = (it % kItersPerSeg) * kIterK + j * kStepK + 8 * tq;  // inside the smem segment
-      const T* seg = as + ((it / kItersPerSeg) & 1) * kBufElems<kMTiles>;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
         const uint4 r = lds128(seg + (mt * 16 + gq) * kPitchA + kk);      // row g
@@ -147,7 +196,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
         const uint32_t a0[4] = {r.x, q.x, r.y, q.y}, a1[4] = {r.z, q.z, r.w, q.w};  // k16 steps 0, 1
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
-          const uint32_t b0[2] = {f[nt][j].x, f[nt][j].y}, b1[2] = {f[nt][j].z, f[nt][j].w};
+          const uint4 f = *slot(stage, nt * kSteps + j);
+          const uint32_t b0[2] = {f.x, f.y}, b1[2] = {f.z, f.w};
           ptx::mma_m16n8k16<T>(acc[mt][nt], a0, b0);
           ptx::mma_m16n8k16<T>(acc[mt][nt], a1, b1);
         }
@@ -155,61 +205,27 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
     }
   };
 
-  // A's segments (kSegK of k) are double-buffered: segment s + 1's cp.async runs while segment s
-  // is computed, and the B register pipeline runs on across segment boundaries (iteration `it`
-  // counts from kbeg; a segment is a whole number of iterations).
-  const int total = static_cast<int>((kend - kbeg + kIterK - 1) / kIterK);
-  const int nseg = (total + kItersPerSeg - 1) / kItersPerSeg;
-  auto stage_a = [&](int seg) {
-    // A's rows 0..16 kMTiles-1 of the segment, 16 bytes per cp.async, zero past M and K.
-    const int64_t k0 = kbeg + int64_t(seg) * kSegK;
-    T* buf = as + (seg & 1) * kBufElems<kMTiles>;
-    const int chunks_per_row = static_cast<int>(std::min(total - seg * kItersPerSeg, kItersPerSeg)) * kIterK / 8;
-    for (int c = tid; c < kMTiles * 16 * chunks_per_row; c += kThreads) {
-      const int row = c / chunks_per_row, col = (c % chunks_per_row) * 8;
-      const int64_t left = row < g.m ? kend - (k0 + col) : 0;  // rows past M: zeros
-      T* dst = buf + row * kPitchA + col;
-      if (left >= 8 || left <= 0) {
-        ptx::cp_async_16(dst, left > 0 ? a + row * g.lda + k0 + col : a, left > 0 ? 16 : 0);
-      } else {
-        // The row's partial last chunk, element by element: a 16-byte cp.async with a shorter
-        // source size still counts as a 16-byte read (compute-sanitizer memcheck flags it past
-        // the end of A's allocation).
-        const T* src = a + row * g.lda + k0 + col;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) dst[e] = e < left ? src[e] : T(0.0f);
-      }
-    }
-    ptx::cp_async_commit();
-  };
-  // After iteration `it`: entering a new segment needs its A (waited for, then a barrier, which
-  // also tells every warp is done with the previous segment's buffer: the next prefetch's).
-  auto boundary = [&](int it) {
-    if (it + 1 >= total || (it + 1) % kItersPerSeg != 0) return;
-    const int seg = (it + 1) / kItersPerSeg;
-    ptx::cp_async_wait<0>();
-    __syncthreads();
-    if (seg + 1 < nseg) stage_a(seg + 1);
-  };
-  Frag f0, f1;
-  stage_a(0);
-  if (total > 0) load(f0, 0);
-  if (nseg > 1) {
-    stage_a(1);
-    ptx::cp_async_wait<1>();
-  } else {
-    ptx::cp_async_wait<0>();
+  for (int s = 0; s < kStages - 1; ++s) issue_b(s);  // B first: its latency covers A's
+  if (nseg > 0) {
+    load_a(0);
+    store_a(0);
   }
   __syncthreads();
-  for (int it = 0; it < total; it += 2) {
-    if (it + 1 < total) load(f1, it + 1);
-    compute(f0, it);
-    boundary(it);
-    if (it + 1 >= total) break;
-    if (it + 2 < total) load(f0, it + 2);
-    compute(f1, it + 1);
-    boundary(it + 1);
+  if (nseg > 1) load_a(1);
+  for (int it = 0; it < total; ++it) {
+    issue_b(it + kStages - 1);
+    ptx::cp_async_wait<kStages - 1>();  // this lane's copies for iteration `it` have landed
+    compute(it);
+    if ((it + 1) % kItersPerSeg == 0 && it + 1 < total) {
+      // End of segment s = it / kItersPerSeg: A(s + 1) goes into the buffer segment s - 1 used,
+      // which every warp left before the previous barrier; this barrier publishes it.
+      const int seg = (it + 1) / kItersPerSeg;
+      store_a(seg);
+      __syncthreads();
+      if (seg + 1 < nseg) load_a(seg + 1);
+    }
   }
+  ptx::cp_async_wait<0>();  // the tail's empty groups
 
   // Split-K: each CTA leaves its partial tile in its own shared memory; after the cluster
   // barrier, rank r sums a 1/S slice of the tile over all S CTAs (rank order: deterministic)
