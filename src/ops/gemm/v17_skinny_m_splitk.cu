@@ -12,10 +12,10 @@
 // host picks the tile width and S together: the fewest B bytes per CTA times the waves of
 // clusters, counting how many clusters of S the GPCs hold at once (30 of 4 on the H200, not
 // 33). A warp streams its 32 (or 16) rows of B from global memory through a ring in shared
-// memory: each lane copies 16 bytes per 32-wide k step with cp.async into its own slots (8 KB
-// per warp per iteration) and later reads back only what it copied, so the ring needs no
-// barrier, only cp.async.wait_group. The ring holds 3 iterations at M <= 16 (2 at M <= 32): up
-// to 192 KB of B in flight per SM. A is staged in shared memory in segments of M rows x 512 k
+// memory: per iteration it copies its rows' next 128 (or 256) k with cp.async, each copy
+// instruction whole 256-512-byte row segments (8 KB per warp per iteration), into its own
+// slot of the ring, so only __syncwarp and cp.async.wait_group order it. The ring holds 3
+// iterations at M <= 16 (2 at M <= 32): up to 192 KB of B in flight per SM. A is staged in shared memory in segments of M rows x 512 k
 // (zero-filled past M and K), double-buffered: segment s + 1 is loaded into registers during
 // segment s and stored at its end, one barrier per segment, outside B's cp.async groups.
 // NOTE: measured on the H200 at 16x8192x8192: with B double-buffered in registers (16 KB per
@@ -112,11 +112,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
   constexpr int kNTiles = Shape::kNTiles, kSteps = Shape::kSteps, kIterK = Shape::kIterK, kBlockN = Shape::kBlockN;
   constexpr int kItersPerSeg = kSegK / kIterK;
   constexpr int kStages = kRingStages<kMTiles>;
-  constexpr int kFragVecs = kNTiles * kSteps;  // 16-byte B vectors per lane per iteration
   constexpr int kChunksA = kMTiles * 16 * kSegK / 8 / kThreads;  // A's 16-byte chunks per thread per segment
   extern __shared__ __align__(16) unsigned char smem[];
   T* as = reinterpret_cast<T*>(smem);  // two (kMTiles * 16, kPitchA) A segments
-  uint4* ring = reinterpret_cast<uint4*>(smem + kABytes<kMTiles>);  // (stage, warp, vector, lane)
+  uint4* ring = reinterpret_cast<uint4*>(smem + kABytes<kMTiles>);  // (stage, warp, row, chunk)
   float* red = reinterpret_cast<float*>(smem);  // (kMTiles * 16, kBlockN) f32 partial tile, at the end
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gq = lane / 4, tq = lane % 4;
   const int64_t bi = blockIdx.z, n0 = int64_t(blockIdx.x) * kBlockN;
@@ -127,34 +126,39 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
   const int total = static_cast<int>((kend - kbeg + kIterK - 1) / kIterK);
   const int nseg = (total + kItersPerSeg - 1) / kItersPerSeg;
 
-  // This lane's B rows (columns of C), clamped into the matrix: columns past N load column
-  // N-1 and their results are dropped by the epilogue's bounds check.
-  const T* brow[kNTiles];
-#pragma unroll
-  for (int nt = 0; nt < kNTiles; ++nt)
-    brow[nt] = b + std::min<int64_t>(n0 + warp * kNTiles * 8 + nt * 8 + gq, g.n - 1) * g.ldb;
-  // The lane's slot for vector v of ring stage s: lanes of a vector are 16 contiguous bytes
-  // apart (conflict-free), and a lane only ever reads what it copied itself — no barrier.
-  auto slot = [&](int stage, int v) { return ring + ((stage * kWarps + warp) * kFragVecs + v) * 32 + lane; };
+  // The warp's B tile of an iteration, in its ring slot: kNTiles * 8 rows (columns of C) x
+  // kIterK k, a row's 16-byte chunk c stored at c ^ 4 in odd rows, so that the 8 lanes of a
+  // 16-byte shared-load phase (rows g, g + 1, chunks 4j..4j+3) hit 32 different banks.
+  constexpr int kRows = kNTiles * 8, kRowChunks = kIterK / 8;  // 32 x 16 or 16 x 32 chunks
+  constexpr int kRowsPerCopy = 32 / kRowChunks;                  // rows one warp-wide copy covers
+  const int64_t wrow0 = n0 + warp * kRows;                       // the warp's first B row
+  auto chunk_at = [&](int stage, int row, int c) {
+    return ring + (stage * kWarps + warp) * (kRows * kRowChunks) + row * kRowChunks + (c ^ ((row & 1) * 4));
+  };
 
-  // Iteration `it`: lane (g, t) copies k = kbeg + kIterK it + 32 j + 8 t of its rows into stage
-  // it % kStages by cp.async; chunks past K are zero (a partial chunk goes through registers:
-  // a short cp.async still counts as a 16-byte read for memcheck). Always one commit per call,
-  // so the group count stays uniform at the tail.
+  // Iteration `it`: the warp copies its tile (k = kbeg + kIterK it ..) into stage it % kStages
+  // by cp.async, each copy instruction kRowsPerCopy whole row segments (256-512 contiguous bytes
+  // per row, as a TMA box would read them). Rows past N read row N-1 (their results are dropped
+  // by the epilogue's bounds check); chunks past K are zero (a partial chunk goes through
+  // registers: a short cp.async still counts as a 16-byte read for memcheck). One commit per
+  // call, so the group count stays uniform at the tail.
+  // NOTE: lane (g, t) copying its own fragment (16 bytes at k 8t of rows g..: 64 contiguous
+  // bytes per row per instruction), the previous form, measured 43.8 us at 16x8192x8192 (0.82x
+  // cuBLAS) with this ring, 42.1 with register buffers.
   auto issue_b = [&](int it) {
     if (it < total) {
       const int stage = it % kStages;
-      const int64_t kb = kbeg + int64_t(it) * kIterK + 8 * tq;
+      const int c = lane % kRowChunks;
+      const int64_t k = kbeg + int64_t(it) * kIterK + 8 * c;
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-        for (int j = 0; j < kSteps; ++j) {
-          const int64_t k = kb + j * kStepK;
-          uint4* dst = slot(stage, nt * kSteps + j);
-          if (k + 8 <= kend) ptx::cp_async_16(dst, brow[nt] + k, 16);
-          else if (k >= kend) ptx::cp_async_16(dst, b, 0);
-          else *dst = load_b_chunk(brow[nt], k, kend);
-        }
+      for (int i = 0; i < kRows / kRowsPerCopy; ++i) {
+        const int row = i * kRowsPerCopy + lane / kRowChunks;
+        const T* src = b + std::min<int64_t>(wrow0 + row, g.n - 1) * g.ldb;
+        uint4* dst = chunk_at(stage, row, c);
+        if (k + 8 <= kend) ptx::cp_async_16(dst, src + k, 16);
+        else if (k >= kend) ptx::cp_async_16(dst, b, 0);
+        else *dst = load_b_chunk(src, k, kend);
+      }
     }
     ptx::cp_async_commit();
   };
@@ -196,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
         const uint32_t a0[4] = {r.x, q.x, r.y, q.y}, a1[4] = {r.z, q.z, r.w, q.w};  // k16 steps 0, 1
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
-          const uint4 f = *slot(stage, nt * kSteps + j);
+          const uint4 f = *chunk_at(stage, nt * 8 + gq, 4 * j + tq);
           const uint32_t b0[2] = {f.x, f.y}, b1[2] = {f.z, f.w};
           ptx::mma_m16n8k16<T>(acc[mt][nt], a0, b0);
           ptx::mma_m16n8k16<T>(acc[mt][nt], a1, b1);
@@ -213,8 +217,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_v17_kernel(const GemmArgs g,
   __syncthreads();
   if (nseg > 1) load_a(1);
   for (int it = 0; it < total; ++it) {
+    __syncwarp();  // every lane is done reading stage (it - 1) % kStages, which this refills
     issue_b(it + kStages - 1);
-    ptx::cp_async_wait<kStages - 1>();  // this lane's copies for iteration `it` have landed
+    ptx::cp_async_wait<kStages - 1>();  // this lane's copies for iteration `it` have landed,
+    __syncwarp();                       // and so have the other lanes' (the warp reads them)
     compute(it);
     if ((it + 1) % kItersPerSeg == 0 && it + 1 < total) {
       // End of segment s = it / kItersPerSeg: A(s + 1) goes into the buffer segment s - 1 used,
