@@ -15,6 +15,8 @@
 #                   per command: split a full check into three calls with --only (session 4:
 #                   tests,sanitize,python took 290 s; bench,ladders ~9 min with HK_BUDGET_MS=150;
 #                   then gemm,profile,microbench).
+#   HK_LADDER_SHAPES, HK_LADDER_DTYPES  the ladders stage at these shapes / dtypes only, e.g.
+#                   HK_LADDER_SHAPES="16384x8192 4x67108864" HK_LADDER_DTYPES=bf16,f32 HK_BUDGET_MS=30
 #   HK_DEADLINE_S   seconds after which no stage starts and a running one is stopped (default:
 #                   550 when $OUT is set, as on the device tool, else none; a stopped stage has
 #                   30 s more to write its output), so a call that runs
@@ -121,9 +123,14 @@ if want bench; then
   say "hk bench (quick suite): rc=$?"
 fi
 if want ladders; then
-  # every family's whole ladder, one JSON (the tool returns at most 8 files)
-  budget "$build/hk" bench $("$build/hk" list --names | grep -v '^gemm$') --budget-ms "${HK_BUDGET_MS:-400}" \
-    --json "$LOGS/bench-all.json" >"$LOGS/bench-all.md" 2>"$LOGS/bench-all.err"
+  # every family's whole ladder, one JSON (the tool returns at most 8 files); HK_LADDER_SHAPES
+  # (space-separated) and HK_LADDER_DTYPES narrow it to the issues' shapes, which fit one call
+  # after tests,sanitize,python (session 5, call 6: ~250 s for 16384x8192 and 4x67108864)
+  ladder_args=()
+  for shape in ${HK_LADDER_SHAPES:-}; do ladder_args+=(--shape "$shape"); done
+  [[ -n ${HK_LADDER_DTYPES:-} ]] && ladder_args+=(--dtype "$HK_LADDER_DTYPES")
+  budget "$build/hk" bench $("$build/hk" list --names | grep -v '^gemm$') "${ladder_args[@]}" \
+    --budget-ms "${HK_BUDGET_MS:-400}" --json "$LOGS/bench-all.json" >"$LOGS/bench-all.md" 2>"$LOGS/bench-all.err"
   say "hk bench (all families but gemm): rc=$?"
 fi
 if want gemm; then
