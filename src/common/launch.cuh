@@ -24,6 +24,12 @@ int resident_grid(Kernel kernel, int threads, size_t smem = 0) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Blocks for a grid-stride kernel over `items` work items: one per item, capped at 2^30 (the
+// kernel's loop covers the rest; gridDim.x allows 2^31 - 1).
+inline int grid_for(int64_t items) {
+  return static_cast<int>(items < (int64_t(1) << 30) ? items : int64_t(1) << 30);
+}
+
 // Calls fn(T{}) with T the storage type of a floating dtype the elementwise families take.
 template <class Fn>
 void dispatch_float(DType dtype, const char* op, Fn&& fn) {

@@ -269,8 +269,6 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_dx_kernel(const T* __res
   }
 }
 
-int grid_for(int64_t items) { return static_cast<int>(std::min<int64_t>(items, int64_t(1) << 30)); }
-
 template <class T>
 void run(const RmsNormArgs& a, cudaStream_t s) {
   constexpr int kV = kVec16<T>;

@@ -191,8 +191,6 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_apply_kernel(const T* __
   }
 }
 
-int grid_for(int64_t items) { return static_cast<int>(std::min<int64_t>(items, int64_t(1) << 30)); }
-
 template <class T, bool kBackward>
 void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
   constexpr int kV = kVec16<T>;

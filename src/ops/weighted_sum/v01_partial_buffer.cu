@@ -65,8 +65,6 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v01_bwd_kernel(const T*
   }
 }
 
-int grid_for(int64_t items) { return static_cast<int>(std::min<int64_t>(items, int64_t(1) << 30)); }
-
 template <class T>
 void run(const WeightedSumArgs& a, cudaStream_t s) {
   const T* x = static_cast<const T*>(a.x);

@@ -213,8 +213,6 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_bwd_kernel(const T*
   }
 }
 
-int grid_for(int64_t items) { return static_cast<int>(std::min<int64_t>(items, int64_t(1) << 30)); }
-
 // Few long rows: groups of kFewRows rows x S chunks fill the resident grid; S partials per row.
 template <class T>
 void launch_fwd_few_rows(const WeightedSumArgs& a, cudaStream_t s) {
