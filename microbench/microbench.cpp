@@ -124,7 +124,6 @@ nlohmann::json to_json(const Table& t) {
 hk::bench::Timing time_launch(const std::function<void(cudaStream_t)>& launch, const Options& o, bool warm) {
   hk::bench::TimeOptions t;
   t.warm = warm;
-  t.min_samples = o.min_samples;
   t.max_samples = o.max_samples;
   t.budget_ms = o.budget_ms;
   return hk::bench::time_launches(launch, t);

@@ -31,7 +31,6 @@ namespace hk::mb {
 
 struct Options {
   double budget_ms = 60;  // timing budget per measured point, after warm-up
-  int min_samples = 10;
   int max_samples = 40;
 };
 

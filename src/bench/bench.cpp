@@ -103,7 +103,11 @@ std::vector<Row> run(const BenchRequest& req) {
       Case c(p, ++seed);
       double setup_s = seconds_since(t_setup);
       size_t first_row = rows.size();
-      double base_us = 0;
+      // Every variant is checked first; those that pass are then timed together, their samples
+      // interleaved (time_interleaved), so the speedup column compares rows measured under the
+      // same clocks rather than one after the other.
+      std::vector<size_t> timed;
+      std::vector<std::function<void(cudaStream_t)>> launches;
       for (const Variant* v : vars) {
         if (req.stop && req.stop()) break;
         ++done;
@@ -125,14 +129,27 @@ std::vector<Row> run(const BenchRequest& req) {
           if (!chk.ok) {
             r.status = "FAIL: " + chk.message;
           } else {
-            const auto t_time = Clock::now();
-            r.t = time_variant(*v, *p, c.operands(), req.time);
-            r.time_s = seconds_since(t_time);
+            timed.push_back(rows.size());
+            launches.push_back([v, &p, &c](cudaStream_t s) { v->run(*p, c.operands(), s); });
           }
         }
-        if (r.is_baseline && r.status == "ok") base_us = r.t.median_us;
         rows.push_back(r);
       }
+      if (!launches.empty()) {
+        const auto t_time = Clock::now();
+        std::vector<Timing> ts = time_interleaved(launches, req.time);
+        const double time_s = seconds_since(t_time);
+        double weight = 0;  // each row's share of the timing wall time: its samples x median
+        for (size_t i = 0; i < timed.size(); ++i) weight += ts[i].samples * ts[i].median_us;
+        for (size_t i = 0; i < timed.size(); ++i) {
+          Row& r = rows[timed[i]];
+          r.t = ts[i];
+          r.time_s = weight > 0 ? time_s * ts[i].samples * ts[i].median_us / weight : 0;
+        }
+      }
+      double base_us = 0;
+      for (size_t i = first_row; i < rows.size(); ++i)
+        if (rows[i].is_baseline && rows[i].status == "ok") base_us = rows[i].t.median_us;
       for (size_t i = first_row; i < rows.size(); ++i) {
         if (base_us > 0 && rows[i].status == "ok") rows[i].speedup = base_us / rows[i].t.median_us;
         if (req.on_row) req.on_row(rows[i]);

@@ -18,7 +18,6 @@ namespace hk::bench {
 
 struct TimeOptions {
   bool warm = false;
-  int min_samples = 10;
   int max_samples = 100;
   double budget_ms = 1500;  // per (problem, variant), after warm-up
 };
@@ -34,7 +33,10 @@ struct Timing {
 void flush_l2(cudaStream_t stream);
 // Times `launch` (one call = one op) under `opt`; cold L2 unless opt.warm.
 Timing time_launches(const std::function<void(cudaStream_t)>& launch, const TimeOptions& opt);
-Timing time_variant(const Variant& v, const Problem& p, const Operands& ops, const TimeOptions& opt);
+// Times several launches (one problem's variants) under `opt`, their samples interleaved round
+// by round, so drift in clocks or temperature over the run is shared by all of them.
+std::vector<Timing> time_interleaved(const std::vector<std::function<void(cudaStream_t)>>& launches,
+                                     const TimeOptions& opt);
 
 struct Row {
   std::string family, variant, key, status;  // status: "ok", "FAIL: ...", "SKIP: ..."

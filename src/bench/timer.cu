@@ -45,57 +45,68 @@ Flusher& flusher() {
 
 void flush_l2(cudaStream_t stream) { flusher().flush(stream); }
 
-Timing time_launches(const std::function<void(cudaStream_t)>& launch, const TimeOptions& opt) {
+std::vector<Timing> time_interleaved(const std::vector<std::function<void(cudaStream_t)>>& launches,
+                                     const TimeOptions& opt) {
   cudaStream_t s = nullptr;
-  // Warm-up: module load, allocator pools, clocks up. At least 3 runs or 20 ms.
-  auto t0 = std::chrono::steady_clock::now();
-  int warm = 0;
-  for (; warm < 3 || std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20); ++warm) {
-    launch(s);
-    HK_CHECK_CUDA(cudaStreamSynchronize(s));
-    if (warm > 1000) break;
-  }
-  // A slow variant (a naive GEMM at 16384^3 takes seconds) gets fewer samples, never fewer than 3.
-  double per_launch_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / warm;
-  int min_samples = std::max(3, std::min(opt.min_samples, int(opt.budget_ms / std::max(per_launch_ms, 1e-3))));
-  std::vector<cudaEvent_t> ev(2 * opt.max_samples);
-  for (auto& e : ev) HK_CHECK_CUDA(cudaEventCreate(&e));
-  std::vector<float> ms;
-  auto start = std::chrono::steady_clock::now();
-  int taken = 0;
-  while (taken < opt.max_samples) {
-    if (!opt.warm) flusher().flush(s);
-    HK_CHECK_CUDA(cudaEventRecord(ev[2 * taken], s));
-    launch(s);
-    HK_CHECK_CUDA(cudaEventRecord(ev[2 * taken + 1], s));
-    ++taken;
-    if (taken % 8 == 0 || taken == opt.max_samples) {
+  const size_t nv = launches.size();
+  // Warm-up, each launch on its own: module load, allocator pools, clocks up. At least 3 runs or
+  // 20 ms. Its per-launch time sets the launch's sample count: as many as fit in budget_ms, at
+  // least 3 (a naive GEMM at 16384^3 takes seconds), at most opt.max_samples.
+  std::vector<int> want(nv);
+  for (size_t v = 0; v < nv; ++v) {
+    auto t0 = std::chrono::steady_clock::now();
+    int warm = 0;
+    for (; warm < 3 || std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20); ++warm) {
+      launches[v](s);
       HK_CHECK_CUDA(cudaStreamSynchronize(s));
-      double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (taken >= min_samples && elapsed > opt.budget_ms) break;
+      if (warm > 1000) break;
     }
+    const double per_launch_ms =
+        std::max(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / warm,
+                 1e-3);
+    const int fit = static_cast<int>(opt.budget_ms / per_launch_ms);
+    want[v] = std::max(3, std::min(opt.max_samples, fit));
+  }
+  // Round r takes sample r of every launch that wants more than r, in order, each after its own
+  // L2 flush. Interleaved, the launches share whatever the clocks and temperature do over the
+  // run: a ratio between two of them is not biased by which one ran first.
+  std::vector<std::vector<cudaEvent_t>> ev(nv);
+  for (size_t v = 0; v < nv; ++v) {
+    ev[v].resize(2 * want[v]);
+    for (auto& e : ev[v]) HK_CHECK_CUDA(cudaEventCreate(&e));
+  }
+  const int rounds = nv ? *std::max_element(want.begin(), want.end()) : 0;
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t v = 0; v < nv; ++v) {
+      if (r >= want[v]) continue;
+      if (!opt.warm) flusher().flush(s);
+      HK_CHECK_CUDA(cudaEventRecord(ev[v][2 * r], s));
+      launches[v](s);
+      HK_CHECK_CUDA(cudaEventRecord(ev[v][2 * r + 1], s));
+    }
+    if (r % 8 == 7) HK_CHECK_CUDA(cudaStreamSynchronize(s));  // bound the queue
   }
   HK_CHECK_CUDA(cudaStreamSynchronize(s));
-  for (int i = 0; i < taken; ++i) {
-    float t = 0;
-    HK_CHECK_CUDA(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
-    ms.push_back(t);
+  std::vector<Timing> out(nv);
+  for (size_t v = 0; v < nv; ++v) {
+    std::vector<float> ms(want[v]);
+    for (int i = 0; i < want[v]; ++i) HK_CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[v][2 * i], ev[v][2 * i + 1]));
+    for (auto& e : ev[v]) cudaEventDestroy(e);
+    std::sort(ms.begin(), ms.end());
+    auto at = [&](double q) { return 1e3 * ms[std::min<size_t>(ms.size() - 1, size_t(q * (ms.size() - 1) + 0.5))]; };
+    Timing& t = out[v];
+    t.samples = want[v];
+    t.median_us = at(0.5);
+    t.p25_us = at(0.25);
+    t.p75_us = at(0.75);
+    t.min_us = 1e3 * ms.front();
   }
-  for (auto& e : ev) cudaEventDestroy(e);
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double q) { return 1e3 * ms[std::min<size_t>(ms.size() - 1, size_t(q * (ms.size() - 1) + 0.5))]; };
-  Timing t;
-  t.samples = taken;
-  t.median_us = at(0.5);
-  t.p25_us = at(0.25);
-  t.p75_us = at(0.75);
-  t.min_us = 1e3 * ms.front();
-  return t;
+  return out;
 }
 
-Timing time_variant(const Variant& v, const Problem& p, const Operands& ops, const TimeOptions& opt) {
-  return time_launches([&](cudaStream_t s) { v.run(p, ops, s); }, opt);
+Timing time_launches(const std::function<void(cudaStream_t)>& launch, const TimeOptions& opt) {
+  return time_interleaved({launch}, opt).front();
 }
+
 
 }  // namespace hk::bench
