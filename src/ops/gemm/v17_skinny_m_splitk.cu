@@ -288,9 +288,15 @@ std::array<int, kMaxCluster + 1> active_clusters(Kernel kernel, int smem) {
 }
 
 // A launch shape: the tile (n8 tiles per warp) and the cluster size s along K, with its cost:
-// the B elements one CTA streams (its share of K x its columns) times the waves of clusters.
+// the waves of clusters times one CTA's time, its share of K in iterations plus kCtaOverhead.
 // A CTA's rate is capped per SM (~17 B/clk of HBM reads: docs/hardware/h200.md), so time follows
 // a CTA's bytes, and clusters beyond what the GPCs hold at once run as further waves.
+// NOTE: measured on the H200 (session 6, call 1) at 8x28672x4096 bf16, with the cost counting
+// iterations only: the plan was 128-column CTAs in clusters of 8, 14 waves of CTAs that stream 2
+// iterations each, 116.8 us (0.52x cuBLAS); one wave of 32-iteration CTAs ran 72.9 us, two waves
+// of 16 (s = 2) 83.7 us and four of 8 (s = 4) 97.1 us: ~5 iterations' worth per CTA of fill,
+// A's first segment, the reduction and the epilogue, paid again in each wave.
+constexpr int64_t kCtaOverhead = 4;  // iterations
 struct Plan {
   int n_tiles = 4, s = 1;
   int64_t cost = INT64_MAX;
@@ -300,7 +306,8 @@ template <class Shape>
 void consider(const GemmArgs& g, const std::array<int, kMaxCluster + 1>& active, Plan& best) {
   const int64_t tiles = ceil_div(g.n, Shape::kBlockN) * g.batch, iters = ceil_div(g.k, Shape::kIterK);
   for (int s = 1; s <= kMaxCluster && s <= iters; ++s) {
-    const int64_t cost = ceil_div(tiles, active[s]) * ceil_div(iters, s) * Shape::kIterK * Shape::kBlockN;
+    const int64_t cost =
+        ceil_div(tiles, active[s]) * (ceil_div(iters, s) + kCtaOverhead) * Shape::kIterK * Shape::kBlockN;
     if (cost < best.cost) best = {Shape::kNTiles, s, cost};  // ties: the wider tile, the smaller s
   }
 }
