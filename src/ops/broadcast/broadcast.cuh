@@ -7,6 +7,7 @@
 
 #include "broadcast/broadcast_op.hpp"
 #include "common/rowwise.cuh"
+#include "common/tickets.cuh"
 #include "common/vec.cuh"
 
 namespace hk::bcast {
@@ -69,9 +70,11 @@ constexpr int kOuterRows = 4;
 template <BroadcastKind K>
 constexpr int64_t rows_per_item = K == BroadcastKind::kRowScaleRelu ? 1 : kOuterRows;
 
+// tickets: a resident grid's dynamic item counter (common/tickets.cuh), or nullptr to stride.
 template <class T, BroadcastKind K, int kThr = kThreads, int kUnr = kUnroll>
 __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z,
-                                            int64_t n1, int64_t n0, int64_t ldx, int64_t ldz) {
+                                            int64_t n1, int64_t n0, int64_t ldx, int64_t ldz,
+                                            unsigned long long* tickets = nullptr) {
   constexpr int kV = kVec16<T>;
   constexpr int64_t kChunk = int64_t(kThr) * kUnr;
   constexpr bool kRow = K == BroadcastKind::kRowScaleRelu;
@@ -80,7 +83,7 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
   const int64_t nvec = (n0 + kV - 1) / kV;
   const int64_t S = (nvec + kChunk - 1) / kChunk;
   const int64_t groups = (n1 + kG - 1) / kG;
-  for (int64_t item = blockIdx.x; item < groups * S; item += gridDim.x) {
+  for_each_item(groups * S, tickets, [&](int64_t item) {
     const int64_t q = kRow ? item / S : item % groups, s = kRow ? item - q * S : item / groups;
     const int64_t j0 = q * kG;
     const T* xr = kRow ? x + j0 * ldx : x;
@@ -123,18 +126,31 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
         }
       }
     }
-  }
+  });
 }
 
-// Blocks for vector_rows: one per item up to `resident` (resident_grid of the calling kernel);
-// the grid-stride loop covers the rest. A resident grid, not one short-lived block per item:
-// 16384 one-shot blocks each with 16 KiB in flight only between their start and their stores
-// kept an SM well under the bytes in flight that the copy rate needs (81.6-88% of copy).
+// Items of vector_rows over z [n1, n0] with vec-element vectors.
 template <BroadcastKind K>
-inline int vector_rows_grid(int64_t n1, int64_t n0, int vec, int resident) {
+inline int64_t vector_rows_items(int64_t n1, int64_t n0, int vec) {
   const int64_t nvec = (n0 + vec - 1) / vec, chunk = int64_t(kThreads) * kUnroll;
-  const int64_t groups = (n1 + rows_per_item<K> - 1) / rows_per_item<K>;
-  return static_cast<int>(std::min<int64_t>(groups * ((nvec + chunk - 1) / chunk), resident));
+  return (n1 + rows_per_item<K> - 1) / rows_per_item<K> * ((nvec + chunk - 1) / chunk);
+}
+
+// Launches kernel(x, y, z, n1, n0, ldx, ldz, tickets), a vector_rows kernel, from a resident
+// grid: one block per item up to `resident` (resident_grid of the kernel), the rest claimed
+// from ItemTickets. A resident grid, not one short-lived block per item: 16384 one-shot blocks
+// each with 16 KiB in flight only between their start and their stores kept an SM well under
+// the bytes in flight that the copy rate needs (81.6-88% of copy).
+template <BroadcastKind K, class T, class Kernel>
+void launch_vector_rows(Kernel kernel, int resident, const BroadcastArgs& a, int64_t ldx, cudaStream_t s,
+                        const char* name) {
+  const int64_t items = vector_rows_items<K>(a.n1, a.n0, kVec16<T>);
+  const int grid = static_cast<int>(std::min<int64_t>(items, resident));
+  ItemTickets tickets(items, grid, s);
+  kernel<<<grid, kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z),
+                                   a.n1, a.n0, ldx, a.ld_z, tickets.get());
+  HK_CHECK_LAUNCH(name);
+  tickets.release();
 }
 
 inline int naive_grid(int64_t n) {

@@ -1,7 +1,8 @@
 // broadcast/row_scale_relu_v02_vectorized.cu
 //
 // Rung 2: forward with 16-byte accesses, a block per (row, 8192-element chunk), kUnroll
-// vectors in flight (the shared vector_rows body). Backward fused into one pass: a row group
+// vectors in flight (the shared vector_rows body), a resident grid claiming items from a counter
+// (common/tickets.cuh). Backward fused into one pass: a row group
 // (a warp for rows of <= 128 vectors, 8 rows per block; else a 256-thread block) streams x and
 // dz once with 16-byte loads, writes dx and reduces dy[j] in f32 at the same time.
 // Adds over v01: 16-byte accesses and, backward, one read of x and dz instead of two
@@ -19,10 +20,10 @@ using bcast::kThreads;
 using bcast::kUnroll;
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) row_scale_relu_v02_kernel(const T* __restrict__ x, const T* __restrict__ y,
-                                                                      T* __restrict__ z, int64_t n1, int64_t n0,
-                                                                      int64_t ldx, int64_t ldz) {
-  bcast::vector_rows<T, BroadcastKind::kRowScaleRelu>(x, y, z, n1, n0, ldx, ldz);
+__global__ void __launch_bounds__(kThreads)
+    row_scale_relu_v02_kernel(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z, int64_t n1,
+                              int64_t n0, int64_t ldx, int64_t ldz, unsigned long long* tickets) {
+  bcast::vector_rows<T, BroadcastKind::kRowScaleRelu>(x, y, z, n1, n0, ldx, ldz, tickets);
 }
 
 template <class T, int kGroup>
@@ -92,10 +93,8 @@ void row_scale_relu_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
     using T = decltype(t);
     if (!a.backward) {
       static const int resident = resident_grid(row_scale_relu_v02_kernel<T>, bcast::kThreads);
-      const int grid = bcast::vector_rows_grid<BroadcastKind::kRowScaleRelu>(a.n1, a.n0, kVec16<T>, resident);
-      row_scale_relu_v02_kernel<T><<<grid, kThreads, 0, s>>>(
-          static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z), a.n1, a.n0, a.ld_x, a.ld_z);
-      HK_CHECK_LAUNCH("row_scale_relu_v02_kernel");
+      bcast::launch_vector_rows<BroadcastKind::kRowScaleRelu, T>(row_scale_relu_v02_kernel<T>, resident, a, a.ld_x, s,
+                                                                  "row_scale_relu_v02_kernel");
     } else if (ceil_div(a.n0, kVec16<T>) <= 32 * kUnroll) {
       launch_bwd<T, 32>(a, s);
     } else {
