@@ -14,41 +14,26 @@
 
 #include <cstdint>
 
-#include "hk/error.hpp"
+#include "core/scratch.hpp"
 
 namespace hk {
 
-// Host side: a zeroed 64-bit counter in the launch's stream order (cudaMallocAsync from the
-// stream's pool, cudaMemsetAsync), or none (get() == nullptr: the kernel strides statically)
-// when no block has more than one item. release() after the launch frees it in stream order.
-class ItemTickets {
- public:
-  ItemTickets(int64_t items, int64_t grid, cudaStream_t stream) : stream_(stream) {
-    if (items <= grid) return;
-    HK_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&p_), sizeof(unsigned long long), stream));
-    HK_CHECK_CUDA(cudaMemsetAsync(p_, 0, sizeof(unsigned long long), stream));
-  }
-  ItemTickets(const ItemTickets&) = delete;
-  ItemTickets& operator=(const ItemTickets&) = delete;
-  ~ItemTickets() {
-    if (p_) cudaFreeAsync(p_, stream_);  // only on an exception path: release() is the normal end
-  }
-  unsigned long long* get() const { return p_; }
-  void release() {
-    if (p_) HK_CHECK_CUDA(cudaFreeAsync(p_, stream_));
-    p_ = nullptr;
-  }
-
- private:
-  unsigned long long* p_ = nullptr;
-  cudaStream_t stream_;
-};
+// Host side: the two 64-bit counters (next ticket, blocks done) for a launch on `stream`, from
+// the stream's zeroed scratch (core/scratch.hpp: no memset per launch, and a captured graph
+// replays correctly), or nullptr (the kernel strides statically) when no block has more than
+// one item. for_each_item's last block puts both back to zero.
+inline unsigned long long* item_tickets(int64_t items, int64_t grid, cudaStream_t stream) {
+  if (items <= grid) return nullptr;
+  return static_cast<unsigned long long*>(
+      detail::zeroed_stream_scratch(stream, "item_tickets", 2 * sizeof(unsigned long long)));
+}
 
 // Device side: calls body(item) for this block's items of [0, total): blockIdx.x first, then
-// one claimed from `tickets` (gridDim.x + ticket) while the current one runs, or blockIdx.x +
-// k gridDim.x without tickets. Every thread of the block must call it (one barrier per item with
-// tickets). The claimed index lives in one of two shared slots, so thread 0 writes slot k & 1
-// only after every thread has read it at the end of item k - 2.
+// one claimed from tickets[0] (gridDim.x + ticket) while the current one runs, or blockIdx.x +
+// k gridDim.x without tickets. Every thread of every block must call it, once per launch (one
+// barrier per item with tickets). The claimed index lives in one of two shared slots, so
+// thread 0 writes slot k & 1 only after every thread has read it at the end of item k - 2.
+// Each block counts itself done in tickets[1] after its last claim; the last one zeroes both.
 template <class Body>
 __device__ __forceinline__ void for_each_item(int64_t total, unsigned long long* tickets, Body&& body) {
   __shared__ int64_t next[2];
@@ -61,6 +46,13 @@ __device__ __forceinline__ void for_each_item(int64_t total, unsigned long long*
       item = next[k & 1];
     } else {
       item += gridDim.x;
+    }
+  }
+  if (tickets && threadIdx.x == 0) {
+    __threadfence();  // this block's claims are ordered before its done count
+    if (atomicAdd(tickets + 1, 1ull) == gridDim.x - 1) {
+      tickets[0] = 0;  // every block has made its last claim
+      tickets[1] = 0;
     }
   }
 }

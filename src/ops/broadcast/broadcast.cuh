@@ -138,7 +138,7 @@ inline int64_t vector_rows_items(int64_t n1, int64_t n0, int vec) {
 
 // Launches kernel(x, y, z, n1, n0, ldx, ldz, tickets), a vector_rows kernel, from a resident
 // grid: one block per item up to `resident` (resident_grid of the kernel), the rest claimed
-// from ItemTickets. A resident grid, not one short-lived block per item: 16384 one-shot blocks
+// from item_tickets. A resident grid, not one short-lived block per item: 16384 one-shot blocks
 // each with 16 KiB in flight only between their start and their stores kept an SM well under
 // the bytes in flight that the copy rate needs (81.6-88% of copy).
 template <BroadcastKind K, class T, class Kernel>
@@ -146,11 +146,9 @@ void launch_vector_rows(Kernel kernel, int resident, const BroadcastArgs& a, int
                         const char* name) {
   const int64_t items = vector_rows_items<K>(a.n1, a.n0, kVec16<T>);
   const int grid = static_cast<int>(std::min<int64_t>(items, resident));
-  ItemTickets tickets(items, grid, s);
   kernel<<<grid, kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z),
-                                   a.n1, a.n0, ldx, a.ld_z, tickets.get());
+                                   a.n1, a.n0, ldx, a.ld_z, item_tickets(items, grid, s));
   HK_CHECK_LAUNCH(name);
-  tickets.release();
 }
 
 inline int naive_grid(int64_t n) {
