@@ -134,14 +134,14 @@ if want ladders; then
   say "hk bench (all families but gemm): rc=$?"
 fi
 if want gemm; then
-  # gemm: the tensor-core rungs on every bench shape in bf16, the production rungs (v15, v17)
+  # gemm: the tensor-core rungs on every bench shape in bf16, the production rungs (v18, v17; v15 beside v18)
   # in f16 too; the CUDA-core rungs (seconds per run at 16384^3) at 2048^3 only
   budget "$build/hk" bench gemm --variant 'baseline_cublaslt,v0[789]*,v1*' --dtype bf16 --budget-ms "${HK_BUDGET_MS:-400}" \
     --json "$LOGS/bench-gemm.json" >"$LOGS/bench-gemm.md" 2>"$LOGS/bench-gemm.err"
   say "hk bench gemm (tensor-core rungs, bf16): rc=$?"
-  budget "$build/hk" bench gemm --variant 'v1[57]*' --dtype f16 --budget-ms "${HK_BUDGET_MS:-400}" \
+  budget "$build/hk" bench gemm --variant 'v1[578]*' --dtype f16 --budget-ms "${HK_BUDGET_MS:-400}" \
     --json "$LOGS/bench-gemm-f16.json" >"$LOGS/bench-gemm-f16.md" 2>"$LOGS/bench-gemm-f16.err"
-  say "hk bench gemm (v15, v17, f16): rc=$?"
+  say "hk bench gemm (v15, v17, v18, f16): rc=$?"
   budget "$build/hk" bench gemm --variant 'v0[1-6]*' --shape 2048x2048x2048 --dtype bf16 --budget-ms 300 \
     --json "$LOGS/bench-gemm-cudacore.json" >"$LOGS/bench-gemm-cudacore.md" 2>"$LOGS/bench-gemm-cudacore.err"
   say "hk bench gemm (v01-v06: CUDA-core and mma.sync rungs, 2048^3): rc=$?"

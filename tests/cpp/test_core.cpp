@@ -138,7 +138,7 @@ TEST(Registry, VariantCountPerFamily) {
   const std::map<std::string, size_t> expected = {
       {"gelu", 3},      {"row_sum", 5},        {"softmax", 6},        {"rmsnorm", 7},
       {"weighted_sum", 4}, {"add_scalar", 2}, {"outer_add", 2}, {"outer_mul_relu", 2},
-      {"row_scale_relu", 3}, {"gemm", 19}};
+      {"row_scale_relu", 3}, {"gemm", 20}};
   auto& reg = hk::Registry::get();
   for (auto& [fam, n] : expected) {
     ASSERT_NE(reg.family(fam), nullptr) << fam;
@@ -156,7 +156,7 @@ TEST(Registry, EveryFamilyHasOneDefaultAndOneBaseline) {
       baselines += v->is(hk::kFlagBaseline);
       EXPECT_FALSE(v->summary().empty()) << v->name();
     }
-    // gemm has two: the general default (v15) and the decode-shape one (v17, M <= 32); rmsnorm
+    // gemm has two: the general default (v18) and the decode-shape one (v17, M <= 32); rmsnorm
     // three: v06 (forward, rows of whole vectors in shared memory), v07 (backward, whole-vector
     // rows of 129..2048 vectors), v03 for the rest. pick() tries the higher rung first, which
     // declines what it does not serve through supports().

@@ -128,7 +128,7 @@ TEST(GemmDispatch, FallbackCoversTmaHostileShapes) {
 }
 
 // v17_skinny_m_splitk, the decode-shape default: what it declines and why, and that pick()
-// sends decode shapes to it and everything else on to v15.
+// sends decode shapes to it and everything else on to v18.
 TEST(GemmSkinny, SupportsNamesTheReason) {
   const hk::Variant* v = hk::Registry::get().variant("gemm", "v17_skinny_m_splitk");
   ASSERT_NE(v, nullptr);
@@ -156,18 +156,18 @@ TEST(GemmSkinny, SupportsNamesTheReason) {
   EXPECT_EQ(v->supports(batched), "gemm: a's batch stride must be a multiple of 16 bytes for cp.async, got 1001 elements");
 }
 
-TEST(GemmSkinny, PickSendsDecodeShapesToV17AndTheRestToV15) {
+TEST(GemmSkinny, PickSendsDecodeShapesToV17AndTheRestToV18) {
   auto& reg = hk::Registry::get();
   hk::GemmProblem decode(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(reg.pick(decode).name(), "v17_skinny_m_splitk");
   hk::GemmProblem one(1, 4096, 4096, 1, DType::kF16, DType::kF16, false, true);
   EXPECT_EQ(reg.pick(one).name(), "v17_skinny_m_splitk");
   hk::GemmProblem m64(64, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);  // v17 measured slower here
-  EXPECT_EQ(reg.pick(m64).name(), "v15_fused_fast_epilogue");
+  EXPECT_EQ(reg.pick(m64).name(), "v18_stream_k_tail");
   hk::GemmProblem square(4096, 4096, 4096, 1, DType::kBF16, DType::kBF16, false, true);
-  EXPECT_EQ(reg.pick(square).name(), "v15_fused_fast_epilogue");
+  EXPECT_EQ(reg.pick(square).name(), "v18_stream_k_tail");
   hk::GemmProblem decode_nn(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, false);
-  EXPECT_EQ(reg.pick(decode_nn).name(), "v15_fused_fast_epilogue");
+  EXPECT_EQ(reg.pick(decode_nn).name(), "v18_stream_k_tail");
 }
 
 namespace {
@@ -261,11 +261,13 @@ TEST(GemmPublic, BroadcastBatchAndEmptyK) {
 
 // ---- host-side encodings of the Hopper rungs (checkable without a GPU) ----------------------
 
+#include <map>
 #include <set>
 #include <tuple>
 
 #include "common/ptx/mma_layout.hpp"
 #include "common/ptx/smem_desc.hpp"
+#include "common/sched/stream_k.hpp"
 #include "common/sched/tile_scheduler.hpp"
 
 namespace {
@@ -463,6 +465,69 @@ TEST(GemmTileScheduler, CoversEveryTileOnceInGroupedOrder) {
   std::vector<std::pair<int64_t, int64_t>> want = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2},
                                                    {2, 0}, {3, 0}, {2, 1}, {3, 1}, {2, 2}, {3, 2}};
   EXPECT_EQ(order, want);
+}
+
+// v18's stream-K schedule, simulated: every k-block of every unit is computed exactly once; a
+// cluster leaves at most one partial, as its first split piece; the peers a tile's finisher
+// waits for (the loop in hopper_gemm_body) are exactly the clusters that left a partial in that
+// tile, all below it; and no split happens where the last wave is full or there is only one.
+TEST(GemmStreamK, SplitCoversEveryKBlockOnceAndFinishersFindTheirPeers) {
+  using hk::sched::StreamKSplit;
+  for (int64_t clusters : {1, 2, 5, 30, 66})
+    for (int64_t units : {1, 3, 65, 66, 67, 70, 131, 132, 133, 256, 896, 1024})
+      for (int kb : {1, 2, 9, 16, 64}) {
+        const StreamKSplit sp = StreamKSplit::make(units, clusters, kb, true);
+        const bool split = units > clusters && units % clusters != 0 && kb > 1;
+        ASSERT_EQ(sp.dp_units < units, split) << units << " units, " << clusters << " clusters, " << kb;
+        if (split) {
+          EXPECT_EQ(sp.dp_units, (units / clusters - 1) * clusters);
+        }
+        std::map<std::pair<int64_t, int>, int> count;     // (unit, k-block) -> times computed
+        std::map<int64_t, std::set<int64_t>> partial_by;  // unit -> clusters that left a partial in it
+        std::map<int64_t, int64_t> finisher;              // split unit -> the cluster holding its last k-block
+        for (int32_t c = 0; c < clusters; ++c) {
+          StreamKSplit::Pieces table{};
+          sp.pieces(c, table);
+          ASSERT_LT(table.count, StreamKSplit::kMaxPieces);  // the range fit the table with room to spare
+          int split_pieces = 0, partials = 0;
+          sp.for_each_piece(c, &table, [&](int64_t u, int kb0, int kb1) {
+            ASSERT_LT(kb0, kb1);
+            ASSERT_LE(kb1, kb);
+            for (int k = kb0; k < kb1; ++k) ++count[{u, k}];
+            if (u < sp.dp_units) {
+              EXPECT_EQ(split_pieces, 0) << "whole tiles come before the split pieces";
+              EXPECT_TRUE(kb0 == 0 && kb1 == kb);
+              return;
+            }
+            ++split_pieces;
+            if (kb1 < kb) {
+              EXPECT_EQ(split_pieces, 1) << "a partial is the cluster's first split piece";
+              ++partials;
+              partial_by[u].insert(c);
+            } else {
+              finisher[u] = c;
+              std::set<int64_t> peers;  // the finisher's wait loop
+              const int32_t tile_begin = static_cast<int32_t>(u - sp.dp_units) * kb;
+              if (kb0 > 0)
+                for (int32_t p = c - 1; p >= 0 && sp.range_begin(p + 1) > tile_begin; --p) peers.insert(p);
+              EXPECT_EQ(peers, partial_by[u]) << "unit " << u << " finished by cluster " << c;
+            }
+          });
+          EXPECT_LE(partials, 1);
+        }
+        ASSERT_EQ(int64_t(count.size()), units * kb);
+        for (auto& [key, n] : count) ASSERT_EQ(n, 1) << "unit " << key.first << " k-block " << key.second;
+        for (auto& [u, cs] : partial_by) {
+          ASSERT_TRUE(finisher.count(u));
+          for (int64_t c : cs) EXPECT_LT(c, finisher[u]);
+        }
+      }
+  // 4096^3 on the H200: 256 units over 66 clusters of 2, 64 k-blocks: 132 whole, 124 split, and
+  // the busiest cluster runs 2 x 64 + 121 k-blocks instead of 4 x 64.
+  const StreamKSplit h = StreamKSplit::make(256, 66, 64, true);
+  EXPECT_EQ(h.dp_units, 132);
+  EXPECT_EQ(h.range_begin(1), 120);
+  EXPECT_EQ(StreamKSplit::make(256, 66, 64, false).dp_units, 256);
 }
 
 // The cuBLAS peers cache handles, a workspace and plans; release_cached_resources() frees them

@@ -25,6 +25,9 @@
 //   kPlainEpilogue   when the problem has no C_in, bias or activation, the TMA-store epilogue
 //                    is a branch-free c = alpha acc (output type fixed at compile time, no
 //                    per-element bounds checks or 64-bit indexing: TMA drops what lies outside)
+//   kStreamK         the tiles of the last 1-2 waves are split along K evenly over the clusters
+//                    (StreamKSplit): partial tiles meet in a global workspace, the cluster
+//                    holding a tile's last k-block adds its peers' partials and stores it
 // Besides the rung's HopperConfig, the body takes the epilogue kind: RuntimeEpilogue (read from
 // GemmArgs in the kernel, v07..v14) or a FusedEpilogue (activation, bias and output type fixed
 // at compile time; v15's host code picks the kernel per problem).
@@ -35,6 +38,8 @@
 #pragma once
 
 #include <cuda.h>
+
+#include <cuda/atomic>
 
 #include <algorithm>
 #include <map>
@@ -47,13 +52,14 @@
 #include "common/ptx/named_barrier.cuh"
 #include "common/ptx/tma.cuh"
 #include "common/ptx/wgmma.cuh"
+#include "common/sched/stream_k.hpp"
 #include "common/sched/tile_scheduler.hpp"
 #include "gemm/epilogue.cuh"
 
 namespace hk::gemm_impl {
 
 template <int kBlockN_, int kStages_, bool kSetMaxNReg_, int kCluster_, bool kPersistent_, bool kTmaStore_,
-          int kMmaInFlight_ = 0, bool kCtaRelease_ = false, bool kPlainEpilogue_ = false>
+          int kMmaInFlight_ = 0, bool kCtaRelease_ = false, bool kPlainEpilogue_ = false, bool kStreamK_ = false>
 struct HopperConfig {
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows (the wgmma M)
   static constexpr int kBlockN = kBlockN_;
@@ -67,7 +73,9 @@ struct HopperConfig {
   static constexpr int kMmaInFlight = kMmaInFlight_;
   static constexpr bool kCtaRelease = kCtaRelease_;
   static constexpr bool kPlainEpilogue = kPlainEpilogue_;
+  static constexpr bool kStreamK = kStreamK_;
   static_assert(!kPlainEpilogue || kTmaStore_, "the plain epilogue is a TMA-store epilogue");
+  static_assert(!kStreamK || (kPersistent_ && kMmaInFlight_ == 1), "stream-K splits a persistent grid's last waves");
   static_assert(kMmaInFlight == 0 || kMmaInFlight == 1, "wgmma groups in flight across k-blocks: 0 or 1");
   static_assert(kMmaInFlight == 0 || kStages_ >= 2, "a slot is released one k-block late: needs 2+ stages");
   static constexpr int kConsumers = 2;
@@ -78,7 +86,7 @@ struct HopperConfig {
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kCChunkBytes = 64 * 128;          // (64 rows, 128 bytes): one TMA store box
   static constexpr int kCBytes = kTmaStore ? kConsumers * 2 * kCChunkBytes : 0;  // double-buffered
-  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kBarrierBytes = 2 * kStages * 8 + (kStreamK ? 64 : 0);  // + stream-K's piece table
   static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kCBytes + kBarrierBytes;  // +1024: alignment
   static_assert(kBlockN == 128 || kBlockN == 256, "wgmma m64n128k16 or m64n256k16");
   static_assert(kBlockN % (64 * kCluster) == 0, "each CTA multicasts whole 64-wide boxes of B");
@@ -322,10 +330,50 @@ __device__ __forceinline__ void tma_load_b_share(uint8_t* b_dst, const CUtensorM
   }
 }
 
+// ---- stream-K (Cfg::kStreamK): the schedule is sched::StreamKSplit (common/sched/stream_k.hpp) ----
+using sched::StreamKSplit;
+
+// Where the split tiles' partials meet: per (cluster, CTA rank, consumer warpgroup) a slot of
+// 128 threads x kBlockN / 2 floats, stored float4-interleaved across threads (coalesced), and
+// a flag (0 = empty). Both live in per-stream scratch (core/scratch.hpp): every flag is back to
+// 0 when the kernel exits, because the one reader of a slot clears its flag.
+struct StreamKWorkspace {
+  float* partials = nullptr;
+  uint32_t* flags = nullptr;
+};
+
+template <int kBN>
+__device__ __forceinline__ void stream_k_store_partial(const StreamKWorkspace& ws, int32_t slot, const float (&acc)[kBN / 2],
+                                                       int cw, int t) {
+  float4* dst = reinterpret_cast<float4*>(ws.partials) + slot * (128 * kBN / 8);
+#pragma unroll
+  for (int i = 0; i < kBN / 8; ++i) __stcg(dst + i * 128 + t, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+  named_barrier_sync(1 + cw, 128);  // the warpgroup's stores, then one release of the flag
+  if (t == 0) cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ws.flags[slot]).store(1, cuda::memory_order_release);
+}
+
+template <int kBN>
+__device__ __forceinline__ void stream_k_add_partial(const StreamKWorkspace& ws, int32_t slot, float (&acc)[kBN / 2],
+                                                     int cw, int t) {
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> flag(ws.flags[slot]);
+  while (flag.load(cuda::memory_order_acquire) == 0) {
+  }
+  const float4* src = reinterpret_cast<const float4*>(ws.partials) + slot * (128 * kBN / 8);
+#pragma unroll
+  for (int i = 0; i < kBN / 8; ++i) {
+    const float4 v = __ldcg(src + i * 128 + t);
+    acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
+  }
+  named_barrier_sync(1 + cw, 128);  // every thread has seen the flag before it is cleared
+  if (t == 0) flag.store(0, cuda::memory_order_relaxed);
+}
+
 // Epi: RuntimeEpilogue (every rung up to v14), or a FusedEpilogue that v15's host code picked.
+// skw: the stream-K workspace (Cfg::kStreamK only).
 template <class T, bool kAMn, bool kBMn, class Cfg, class Epi = RuntimeEpilogue>
 __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
-                                                 const CUtensorMap* tma_c, const GemmArgs& g) {
+                                                 const CUtensorMap* tma_c, const GemmArgs& g,
+                                                 const StreamKWorkspace& skw = {}) {
   constexpr int kBN = Cfg::kBlockN, kS = Cfg::kStages, kC = Cfg::kCluster;
   static_assert(std::is_same_v<Epi, RuntimeEpilogue> || Cfg::kTmaStore, "a compile-time epilogue stores with TMA");
   extern __shared__ uint8_t hk_gemm_smem[];
@@ -338,16 +386,22 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
   uint8_t* sc = sb + kS * Cfg::kBBytes;               // (2 consumers, 2 buffers) C chunks
   uint64_t* full = reinterpret_cast<uint64_t*>(sc + Cfg::kCBytes);
   uint64_t* empty = full + kS;
+  auto* sk_pieces = reinterpret_cast<typename StreamKSplit::Pieces*>(empty + kS);  // kStreamK only
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   const uint32_t rank = kC > 1 ? ptx::cluster_ctarank() : 0;
   const int64_t m_blocks = (g.m + Cfg::kBlockM - 1) / Cfg::kBlockM;
   const auto sched = sched::TileScheduler::make(m_blocks, (g.n + kBN - 1) / kBN, g.batch, kC, Cfg::kGroup);
   const int64_t units = sched.units();
-  const int64_t unit_step = Cfg::kPersistent ? gridDim.x / kC : units;  // non-persistent: one unit
   const int k_blocks = static_cast<int>((g.k + Cfg::kBlockK - 1) / Cfg::kBlockK);
+  // Non-persistent: one unit per cluster. Persistent: units c, c + G, ... (and with stream-K the
+  // split ranges after them).
+  const StreamKSplit split =
+      StreamKSplit::make(units, Cfg::kPersistent ? gridDim.x / kC : units, k_blocks, Cfg::kStreamK);
+  const int32_t cluster_id = static_cast<int32_t>(blockIdx.x / kC);
 
   if (threadIdx.x == 0) {
+    if constexpr (Cfg::kStreamK) split.pieces(cluster_id, *sk_pieces);
     for (int s = 0; s < kS; ++s) {
       ptx::mbar_init(&full[s], 1);
       ptx::mbar_init(&empty[s], Cfg::kConsumers * 4 * kC);  // every consumer warp of every CTA
@@ -365,12 +419,12 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
     if constexpr (Cfg::kSetMaxNReg) ptx::setmaxnreg_dec<40>();
     if (t == 0) {
       int it = 0;
-      for (int64_t u = blockIdx.x / kC; u < units; u += unit_step) {
+      split.for_each_piece(cluster_id, sk_pieces, [&](int64_t u, int kb0, int kb1) {
         const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
         // A cluster partner past the last M block loads the last real block instead.
         const int32_t m0 = static_cast<int32_t>(std::min<int64_t>(tc.m_block, m_blocks - 1) * Cfg::kBlockM);
         const int32_t n0 = static_cast<int32_t>(tc.n_block * kBN), bz = static_cast<int32_t>(tc.batch);
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % kS;
           ptx::mbar_wait(&empty[s], ((it / kS) & 1) ^ 1);
           ptx::mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);  // both halves of B included
@@ -387,7 +441,7 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
           }
           tma_load_b_share<kBMn, Cfg>(sb + s * Cfg::kBBytes, tma_b, n0, k0, bz, &full[s], rank, g.n);
         }
-      }
+      });
     }
   } else {
     // ---- consumers: wgmma over the ring, then the fused epilogue ----
@@ -405,15 +459,15 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
         if (t % 32 < kC) ptx::mbar_arrive_cluster(&empty[s], t % 32);
       }
     };
-    for (int64_t u = blockIdx.x / kC; u < units; u += unit_step) {
+    split.for_each_piece(cluster_id, sk_pieces, [&](int64_t u, int kb0, int kb1) {
       const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % kS;
         ptx::mbar_wait(&full[s], (it / kS) & 1);
         const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa + s * Cfg::kABytes)) + cw * 8192;
         const uint32_t b_base = static_cast<uint32_t>(__cvta_generic_to_shared(sb + s * Cfg::kBBytes));
         ptx::wgmma_fence();
-        wgmma_k_block<kBN, T, kAMn, kBMn>(acc, a_base, b_base, kb == 0);
+        wgmma_k_block<kBN, T, kAMn, kBMn>(acc, a_base, b_base, kb == kb0);
         ptx::wgmma_commit_group();
         if constexpr (Cfg::kMmaInFlight == 0) {
           ptx::wgmma_wait_group<0>();
@@ -423,7 +477,7 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
           // k-block kb's group stays in flight; kb - 1's has finished reading its slot.
           ptx::wgmma_wait_group<1>();
           ptx::wgmma_fence_operands(acc);
-          if (kb > 0) release((it - 1) % kS);
+          if (kb > kb0) release((it - 1) % kS);
         }
       }
       // A compile-time bias loads here, while the tile's last wgmma group still runs (with one in
@@ -433,7 +487,21 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
       if constexpr (Cfg::kMmaInFlight == 1) {
         ptx::wgmma_wait_group<0>();  // the accumulators are complete before the epilogue reads them
         ptx::wgmma_fence_operands(acc);
-        if (k_blocks > 0) release((it - 1) % kS);
+        if (kb1 > kb0) release((it - 1) % kS);
+      }
+      if constexpr (Cfg::kStreamK) {
+        // A piece without the tile's last k-block leaves a partial; the one with it adds the
+        // partials of the clusters below whose ranges reach into the tile.
+        auto slot = [&](int32_t c) { return (c * kC + int32_t(rank)) * Cfg::kConsumers + cw; };
+        if (kb1 < k_blocks) {
+          stream_k_store_partial<kBN>(skw, slot(cluster_id), acc, cw, t);
+          return;
+        }
+        if (kb0 > 0) {
+          const int32_t tile_begin = static_cast<int32_t>(u - split.dp_units) * k_blocks;
+          for (int32_t c = cluster_id - 1; c >= 0 && split.range_begin(c + 1) > tile_begin; --c)
+            stream_k_add_partial<kBN>(skw, slot(c), acc, cw, t);
+        }
       }
       const int64_t m_tile = tc.m_block * Cfg::kBlockM + cw * 64, n0 = tc.n_block * kBN;
       if constexpr (Cfg::kTmaStore) {
@@ -450,7 +518,7 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
               epilogue_store(g, acc[4 * j + 2 * h + c], tc.batch, m_tile + w * 16 + l / 4 + 8 * h,
                              n0 + 8 * j + (l % 4) * 2 + c);
       }
-    }
+    });
     if constexpr (Cfg::kTmaStore)
       if (t == 0) ptx::bulk_wait_group_all();  // shared memory must outlive the stores
   }
@@ -503,12 +571,14 @@ HopperMaps make_hopper_maps(const GemmArgs& g) {
   return m;
 }
 
-using HopperKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, GemmArgs);
+// A rung's kernel: (A map, B map, C map, GemmArgs) and, with stream-K, its workspace.
+template <class... Extra>
+using HopperKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, GemmArgs, Extra...);
 
 // Per-kernel facts computed once: the shared-memory opt-in and, for persistent grids, how many
 // clusters fit on the device at once.
-template <class Cfg>
-int hopper_max_units(HopperKernel kernel) {
+template <class Cfg, class... Extra>
+int hopper_max_units(HopperKernel<Extra...> kernel) {
   static std::mutex mu;
   static std::map<const void*, int> known;
   std::lock_guard<std::mutex> lock(mu);
@@ -533,8 +603,9 @@ int hopper_max_units(HopperKernel kernel) {
   return units;
 }
 
-template <class Cfg>
-void launch_hopper(HopperKernel kernel, const GemmArgs& g, const char* name, cudaStream_t stream) {
+template <class Cfg, class... Extra>
+void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char* name, cudaStream_t stream,
+                   Extra... extra) {
   const HopperMaps maps = make_hopper_maps<Cfg>(g);
   const int max_units = hopper_max_units<Cfg>(kernel);
   const auto sched = sched::TileScheduler::make(ceil_div(g.m, Cfg::kBlockM), ceil_div(g.n, Cfg::kBlockN), g.batch,
@@ -551,7 +622,7 @@ void launch_hopper(HopperKernel kernel, const GemmArgs& g, const char* name, cud
     attr.val.clusterDim.x = Cfg::kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
     cfg.attrs = &attr, cfg.numAttrs = 1;
   }
-  HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g));
+  HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g, extra...));
   HK_CHECK_LAUNCH(name);
 }
 
@@ -580,13 +651,13 @@ void dispatch_epilogue(const GemmArgs& g, Fn&& fn) {
 }
 
 // Launches kernel_for(T{}, bool_constant<a_col>, bool_constant<b_col>) — the rung's kernel
-// instantiated for the problem's input dtype and layout.
-template <class Cfg, class KernelFor>
+// instantiated for the problem's input dtype and layout — with `extra` after GemmArgs.
+template <class Cfg, class KernelFor, class... Extra>
 void launch_hopper_dispatch(const GemmArgs& g, const char* rung, const char* name, cudaStream_t stream,
-                            KernelFor&& kernel_for) {
+                            KernelFor&& kernel_for, Extra... extra) {
   dispatch_input(g.in_dtype, rung, [&](auto t) {
     dispatch_layout(g.a_col, g.b_col, [&](auto ac, auto bc) {
-      launch_hopper<Cfg>(kernel_for(t, ac, bc), g, name, stream);
+      launch_hopper<Cfg>(kernel_for(t, ac, bc), g, name, stream, extra...);
     });
   });
 }

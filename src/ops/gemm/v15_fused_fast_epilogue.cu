@@ -56,7 +56,7 @@ std::string gemm_v15_supports(const GemmProblem& p) { return gemm_tma_supports(p
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v15_fused_fast_epilogue",
-                    "v14 + compile-time bias/ReLU/GeLU epilogue kinds (no per-element tests; C_in: generic) (default)", 90,
-                    kFlagDefault, gemm_v15_supports, gemm_v15_launch);
+                    "v14 + compile-time bias/ReLU/GeLU epilogue kinds (no per-element tests; C_in: generic)", 90,
+                    kFlagNone, gemm_v15_supports, gemm_v15_launch);
 
 }  // namespace hk
