@@ -475,9 +475,11 @@ TEST(GemmStreamK, SplitCoversEveryKBlockOnceAndFinishersFindTheirPeers) {
   using hk::sched::StreamKSplit;
   for (int64_t clusters : {1, 2, 5, 30, 66})
     for (int64_t units : {1, 3, 65, 66, 67, 70, 131, 132, 133, 256, 896, 1024})
-      for (int kb : {1, 2, 9, 16, 64}) {
+      for (int kb : {1, 2, 9, 16, 19, 64, 128}) {
         const StreamKSplit sp = StreamKSplit::make(units, clusters, kb, true);
-        const bool split = units > clusters && units % clusters != 0 && kb > 1;
+        const int64_t idle = ((units + clusters - 1) / clusters * clusters - units) * kb;
+        const bool split = units > clusters && units % clusters != 0 && kb > 1 &&
+                           idle >= StreamKSplit::kMinIdleKBlocks * clusters;
         ASSERT_EQ(sp.dp_units < units, split) << units << " units, " << clusters << " clusters, " << kb;
         if (split) {
           EXPECT_EQ(sp.dp_units, (units / clusters - 1) * clusters);
@@ -522,12 +524,16 @@ TEST(GemmStreamK, SplitCoversEveryKBlockOnceAndFinishersFindTheirPeers) {
           for (int64_t c : cs) EXPECT_LT(c, finisher[u]);
         }
       }
-  // 4096^3 on the H200: 256 units over 66 clusters of 2, 64 k-blocks: 132 whole, 124 split, and
-  // the busiest cluster runs 2 x 64 + 121 k-blocks instead of 4 x 64.
-  const StreamKSplit h = StreamKSplit::make(256, 66, 64, true);
-  EXPECT_EQ(h.dp_units, 132);
-  EXPECT_EQ(h.range_begin(1), 120);
-  EXPECT_EQ(StreamKSplit::make(256, 66, 64, false).dp_units, 256);
+  // On the H200 (66 clusters of 2): 4096x14336x4096 (896 units, 64 k-blocks) runs 792 units
+  // whole and splits 104, the busiest cluster running 12 x 64 + 101 k-blocks instead of 14 x 64;
+  // 4096^3 (256 units, 8 k-blocks idle per cluster) and 8192x8192x1024 (1024 units of 16) stay
+  // whole.
+  const StreamKSplit h = StreamKSplit::make(896, 66, 64, true);
+  EXPECT_EQ(h.dp_units, 792);
+  EXPECT_EQ(h.range_begin(1), 100);
+  EXPECT_EQ(StreamKSplit::make(256, 66, 64, true).dp_units, 256);
+  EXPECT_EQ(StreamKSplit::make(1024, 66, 16, true).dp_units, 1024);
+  EXPECT_EQ(StreamKSplit::make(896, 66, 64, false).dp_units, 896);
 }
 
 // The cuBLAS peers cache handles, a workspace and plans; release_cached_resources() frees them

@@ -26,14 +26,26 @@ struct StreamKSplit {
   int32_t clusters = 1;
   int32_t k_blocks = 0;
 
+  // A split costs each cluster about this many k-blocks' time (a partial tile stored and one
+  // read back, an extra piece): it is made only where the last wave idles the clusters longer.
+  // NOTE: measured on the H200 (session 6, call 2), splitting every partial last wave: 4096^3
+  // (8 k-blocks idle per cluster on average) ran 2% slower than whole tiles, 8192x8192x1024
+  // (8) the same, 4096x14336x4096 (27) 1.7% faster, 8192^3 (62) and 16384^3 (240) 1-2%
+  // faster: ~12 k-blocks of cost per cluster.
+  static constexpr int kMinIdleKBlocks = 16;
+
   HK_HOST_DEVICE static StreamKSplit make(int64_t units, int64_t clusters, int k_blocks, bool stream_k) {
     StreamKSplit p;
     p.clusters = static_cast<int32_t>(clusters);
     p.k_blocks = k_blocks;
-    // Split only when the last wave is partial and a full one comes before it (and the split
-    // k-blocks count in 32 bits: 32-bit range math keeps the consumers' registers under 232).
+    // Split only when the last wave is partial, a full one comes before it, and the idle time
+    // it would recover, (ceil(U / G) G - U) k_blocks / G per cluster, beats kMinIdleKBlocks
+    // (and the split k-blocks count in 32 bits: 32-bit range math keeps the consumers'
+    // registers under 232).
     const int64_t dp = units > clusters ? (units / clusters - 1) * clusters : units;
+    const int64_t idle = ((units + clusters - 1) / clusters * clusters - units) * k_blocks;
     const bool split = stream_k && units > clusters && units % clusters != 0 && k_blocks > 1 &&
+                       idle >= int64_t(kMinIdleKBlocks) * clusters &&
                        (units - dp) * k_blocks < (int64_t(1) << 31) / (clusters + 1);
     p.dp_units = split ? dp : units;
     p.iters = static_cast<int32_t>((units - p.dp_units) * k_blocks);

@@ -415,11 +415,12 @@ class GemmFamily final : public Family {
     add(128 * 11, 256 * 6, 256, 1, bf, bf, false, true, true);  // 66 tiles
     add(128 * 15, 256 * 11, 128, 1, bf, bf, false, false, true);  // 165 tiles
     add(128 * 15, 256 * 22, 64, 1, bf, bf, true, true, true);     // 330 tiles
-    // Past one wave of 2-CTA cluster units (66 on the H200), v18 splits the last waves along K:
-    // 70 units of 9 k-blocks (a K tail), a partner CTA past M, bias + GeLU; and 72 units of C_in
-    // (beta) batched with column-major A, ReLU and bias at f32 output.
-    add(128 * 9 + 40, 256 * 14 - 72, 520, 1, bf, bf, false, true, false, A::kGelu, true);
-    add(600, 2000, 520, 3, f16, f32, true, false, false, A::kRelu, true, 1.0f, 0.5f);
+    // Past one wave of 2-CTA cluster units (66 on the H200), v18 splits the last waves along K
+    // where they idle the clusters for 16+ k-blocks: 70 units of 19 k-blocks (a K tail), a
+    // partner CTA past M, bias + GeLU; and 72 units of C_in (beta) batched with column-major A,
+    // ReLU and bias at f32 output.
+    add(128 * 9 + 40, 256 * 14 - 72, 1160, 1, bf, bf, false, true, false, A::kGelu, true);
+    add(600, 2000, 1160, 3, f16, f32, true, false, false, A::kRelu, true, 1.0f, 0.5f);
     // Random inputs, K-aware tolerance: GeLU and fractional alpha/beta.
     add(113, 200, 808, 1, bf, bf, false, true, false, A::kGelu, true);
     add(256, 256, 1024, 1, f16, f16, false, false, false, A::kGelu);

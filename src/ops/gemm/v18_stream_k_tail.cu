@@ -10,8 +10,10 @@
 // raises a flag; the cluster whose range holds the tile's last k-block waits for those flags,
 // adds the partials and runs the epilogue (StreamKSplit in hopper_gemm.cuh says why the order
 // cannot deadlock). The workspace is per-stream scratch (17 MB on the H200; every flag is back
-// to zero when the kernel exits, so no memset per launch). Problems whose units fill whole waves
-// (or fit in one) run exactly as v15.
+// to zero when the kernel exits, so no memset per launch). The split costs each cluster ~12
+// k-blocks' time (measured), so it is made only where the last wave idles the clusters for 16+
+// k-blocks on average (StreamKSplit::kMinIdleKBlocks); elsewhere v18 runs exactly as v15
+// (whole waves, one wave or less, 4096^3, 8192x8192x1024).
 // Adds over v15: a balanced last wave for the price of one partial tile written and read per
 // cluster.
 // Needs: as v15 (sm_90a; TMA's 16-byte rules for A, B, C and bias).
