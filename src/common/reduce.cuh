@@ -43,10 +43,6 @@ __device__ __forceinline__ float block_reduce(float v, Op op) {
   using Reduce = cub::BlockReduce<float, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
   __shared__ float result;
-  // NOTE: the warp reconverges before CUB's barriers: synccheck reported "Divergent thread(s)
-  // in warp" at BlockReduce's __syncthreads in softmax v04 (session 6, call 3), reached after a
-  // loop whose trip count differs between lanes.
-  __syncwarp();
   float r = Reduce(tmp).Reduce(v, op);
   if (threadIdx.x == 0) result = r;
   __syncthreads();
