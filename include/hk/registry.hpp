@@ -29,6 +29,8 @@ enum VariantFlags : unsigned {
   kFlagReference = 1u << 0,  // the simplest correct rung; the ladder's first step
   kFlagBaseline = 1u << 1,   // the peer library path; speedups are reported against it
   kFlagDefault = 1u << 2,    // what the public op dispatches to first
+  kFlagShapeClass = 1u << 3, // with kFlagDefault: a default for one shape class (gemm's decode
+                             // shapes), tried before the family's general default
 };
 
 // How the harness draws a tensor's values (always non-zero-heavy, always fresh per run).
@@ -184,9 +186,9 @@ class Registry {
   const Family* family(std::string_view name) const;              // nullptr if unknown
   std::vector<const Variant*> variants(std::string_view family) const;  // sorted by name
   const Variant* variant(std::string_view family, std::string_view name) const;
-  // Dispatch order for the public op: the default variants (a family may mark a specialised
-  // rung default beside its general one; highest rung first), then the other ladder rungs from
-  // the highest down, then the baseline. Returns the first that supports `p`, or throws kNotSupported
+  // Dispatch order for the public op: the shape-class defaults (kFlagShapeClass: each declines
+  // through supports() what it does not serve), then the general default, each group highest
+  // rung first; then the other ladder rungs from the highest down, then the baseline. Returns the first that supports `p`, or throws kNotSupported
   // listing every variant's reason.
   const Variant& pick(const Problem& p) const;
 

@@ -79,8 +79,9 @@ def variants(family: str) -> list[VariantInfo]:
     """
     out = []
     for name, summary, min_sm, flags in _C.variants(family):
-        names = tuple(n for bit, n in ((_C.FLAG_DEFAULT, "default"), (_C.FLAG_BASELINE, "baseline"),
-                                       (_C.FLAG_REFERENCE, "reference")) if flags & bit)
+        names = tuple(n for bit, n in ((_C.FLAG_DEFAULT, "default"), (_C.FLAG_SHAPE_CLASS, "shape_class"),
+                                       (_C.FLAG_BASELINE, "baseline"), (_C.FLAG_REFERENCE, "reference"))
+                      if flags & bit)
         out.append(VariantInfo(family, name, summary, min_sm, names))
     return out
 

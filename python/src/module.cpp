@@ -394,6 +394,7 @@ NB_MODULE(_C, m) {
   m.attr("FLAG_REFERENCE") = static_cast<unsigned>(hk::kFlagReference);
   m.attr("FLAG_BASELINE") = static_cast<unsigned>(hk::kFlagBaseline);
   m.attr("FLAG_DEFAULT") = static_cast<unsigned>(hk::kFlagDefault);
+  m.attr("FLAG_SHAPE_CLASS") = static_cast<unsigned>(hk::kFlagShapeClass);
 
   m.def("device_count", &hk::device_count, "usable CUDA devices (0 without a driver or GPU)");
   m.def("no_gpu_reason", &hk::no_gpu_reason, "why there is no GPU, or '' when there is one");

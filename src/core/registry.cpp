@@ -125,10 +125,12 @@ const Variant* Registry::variant(std::string_view family, std::string_view name)
 const Variant& Registry::pick(const Problem& p) const {
   std::vector<const Variant*> all = variants(p.family());
   std::vector<const Variant*> order;
-  // Defaults first, highest rung first: a specialised default (e.g. one for skinny shapes)
-  // declines what it does not serve through supports(), and the general default takes the rest.
-  for (auto it = all.rbegin(); it != all.rend(); ++it)
-    if ((*it)->is(kFlagDefault)) order.push_back(*it);
+  // Defaults first, highest rung first: a shape-class default (e.g. one for skinny shapes)
+  // declines what it does not serve through supports(), and the general default takes the rest,
+  // whatever the two rungs' numbers.
+  for (unsigned shape_class : {1u, 0u})
+    for (auto it = all.rbegin(); it != all.rend(); ++it)
+      if ((*it)->is(kFlagDefault) && (*it)->is(kFlagShapeClass) == bool(shape_class)) order.push_back(*it);
   for (auto it = all.rbegin(); it != all.rend(); ++it)
     if (!(*it)->is(kFlagDefault) && !(*it)->is(kFlagBaseline)) order.push_back(*it);
   for (auto* v : all)

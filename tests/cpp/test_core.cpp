@@ -156,10 +156,11 @@ TEST(Registry, EveryFamilyHasOneDefaultAndOneBaseline) {
       baselines += v->is(hk::kFlagBaseline);
       EXPECT_FALSE(v->summary().empty()) << v->name();
     }
-    // gemm has two: the general default (v18) and the decode-shape one (v17, M <= 32); rmsnorm
-    // three: v06 (forward, rows of whole vectors in shared memory), v07 (backward, whole-vector
-    // rows of 129..2048 vectors), v03 for the rest. pick() tries the higher rung first, which
-    // declines what it does not serve through supports().
+    // gemm has two: the general default (v18) and the decode-shape one (v17, M <= 32, flagged
+    // kFlagShapeClass so pick() tries it first); rmsnorm three: v06 (forward, rows of whole
+    // vectors in shared memory), v07 (backward, whole-vector rows of 129..2048 vectors), v03 for
+    // the rest. pick() tries the higher rung first, which declines what it does not serve through
+    // supports().
     const int want = f->name() == "gemm" ? 2 : f->name() == "rmsnorm" ? 3 : 1;
     EXPECT_EQ(defaults, want) << f->name();
     EXPECT_EQ(baselines, 1) << f->name();

@@ -160,6 +160,10 @@ TEST(GemmSkinny, PickSendsDecodeShapesToV17AndTheRestToV18) {
   auto& reg = hk::Registry::get();
   hk::GemmProblem decode(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(reg.pick(decode).name(), "v17_skinny_m_splitk");
+  // v17 is a shape-class default, so pick() tries it before v18 (a higher rung that takes these
+  // shapes too, as v15 does).
+  EXPECT_TRUE(reg.variant("gemm", "v17_skinny_m_splitk")->is(hk::kFlagShapeClass));
+  EXPECT_EQ(reg.variant("gemm", "v18_stream_k_tail")->supports(decode), "");
   hk::GemmProblem one(1, 4096, 4096, 1, DType::kF16, DType::kF16, false, true);
   EXPECT_EQ(reg.pick(one).name(), "v17_skinny_m_splitk");
   hk::GemmProblem m64(64, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);  // v17 measured slower here

@@ -24,12 +24,12 @@ def test_variants_one_default_one_baseline(family):
     assert vs, f"{family} has no variants"
     assert [v.name for v in vs] == sorted(v.name for v in vs)
     # gemm: the general default and the decode-shape one (M <= 32); rmsnorm: v06 (forward), v07
-    # (backward) and v03 (the rest); pick() tries the higher rung first
+    # (backward) and v03 (the rest); pick() tries shape-class defaults (gemm v17), then the higher rung first
     assert sum(v.is_default for v in vs) == {"gemm": 2, "rmsnorm": 3}.get(family, 1)
     assert sum(v.is_baseline for v in vs) == 1
     for v in vs:
         assert v.family == family and v.summary and v.min_sm >= 70
-        assert set(v.flags) <= {"default", "baseline", "reference"}
+        assert set(v.flags) <= {"default", "shape_class", "baseline", "reference"}
 
 
 def test_gelu_ladder():

@@ -19,7 +19,7 @@ int cmd_list(const std::string& family, bool names) {
     fmt::print("{} — {}\n", f->name(), f->summary());
     for (const hk::Variant* v : reg.variants(f->name())) {
       std::string flags;
-      if (v->is(hk::kFlagDefault)) flags += " default";
+      if (v->is(hk::kFlagDefault)) flags += v->is(hk::kFlagShapeClass) ? " default (shape class)" : " default";
       if (v->is(hk::kFlagBaseline)) flags += " baseline";
       if (v->is(hk::kFlagReference)) flags += " reference";
       fmt::print("  {:<28} sm_{:<3} {:<28} {}\n", v->name(), v->min_sm(), flags.empty() ? "" : "[" + flags.substr(1) + "]",

@@ -62,15 +62,7 @@ void gemm_v18_launch(const GemmArgs& g, cudaStream_t stream) {
   gemm_impl::dispatch_epilogue(g, [&](auto epi) { launch_kind<decltype(epi)>(g, stream); });
 }
 
-// hk::gemm tries the default rungs highest first (Registry::pick), so v18 leaves to v17 the
-// decode shapes v17 takes.
-std::string gemm_v18_supports(const GemmProblem& p) {
-  std::string why = gemm_tma_supports(p, true);
-  if (!why.empty()) return why;
-  const Variant* v17 = Registry::get().variant("gemm", "v17_skinny_m_splitk");
-  if (v17 && v17->supports(p).empty()) return "gemm: v18 leaves decode shapes to v17_skinny_m_splitk";
-  return "";
-}
+std::string gemm_v18_supports(const GemmProblem& p) { return gemm_tma_supports(p, true); }
 
 }  // namespace
 
