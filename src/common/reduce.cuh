@@ -7,8 +7,6 @@
 
 #include <cooperative_groups.h>
 
-#include <cub/block/block_reduce.cuh>
-
 namespace hk {
 
 struct SumOp {
@@ -37,17 +35,26 @@ __device__ __forceinline__ float warp_reduce(float v, Op op) {
   return v;  // every lane holds the result
 }
 
-// Block-wide reduction through CUB; every thread receives the result (one extra barrier).
+// Block-wide reduction of a 1-D block of kThreads; every thread receives the result.
+// Each warp reduces by shuffles, lane 0 publishes the warp's value, and after one barrier every
+// thread folds the kThreads/32 values itself (broadcast shared loads; warp order, so the result
+// is the same in every thread and deterministic). The __syncwarp() reconverges the warp after
+// lane 0's store before the barrier: cub::BlockReduce reaches its barrier from that branch
+// without it, and compute-sanitizer synccheck reported "Divergent thread(s) in warp" there
+// (softmax v04, device calls 28-29; docs/decisions.md).
 template <int kThreads, class Op>
 __device__ __forceinline__ float block_reduce(float v, Op op) {
-  using Reduce = cub::BlockReduce<float, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  __shared__ float result;
-  float r = Reduce(tmp).Reduce(v, op);
-  if (threadIdx.x == 0) result = r;
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block_reduce needs whole warps");
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float partial[kWarps];
+  v = warp_reduce(v, op);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncwarp();
   __syncthreads();
-  r = result;
-  __syncthreads();  // `tmp` and `result` may be reused by the caller's next reduction
+  float r = partial[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) r = op(r, partial[w]);
+  __syncthreads();  // `partial` may be rewritten by the caller's next reduction
   return r;
 }
 

@@ -54,6 +54,7 @@
 #include "common/ptx/wgmma.cuh"
 #include "common/sched/stream_k.hpp"
 #include "common/sched/tile_scheduler.hpp"
+#include "core/scratch.hpp"
 #include "gemm/epilogue.cuh"
 
 namespace hk::gemm_impl {
@@ -571,6 +572,18 @@ HopperMaps make_hopper_maps(const GemmArgs& g) {
   return m;
 }
 
+// The stream-K workspace for `stream`: a partial-tile slot and a flag per consumer warpgroup of
+// every CTA the device holds (an upper bound on the grid): 17 MB on the H200.
+template <class Cfg>
+StreamKWorkspace stream_k_workspace(cudaStream_t stream) {
+  const size_t slots = size_t(device_info().sm_count) * Cfg::kConsumers;
+  StreamKWorkspace ws;
+  ws.partials = static_cast<float*>(detail::zeroed_stream_scratch(
+      stream, "gemm_stream_k_partials", slots * 128 * (Cfg::kBlockN / 2) * sizeof(float)));
+  ws.flags = static_cast<uint32_t*>(detail::zeroed_stream_scratch(stream, "gemm_stream_k_flags", slots * sizeof(uint32_t)));
+  return ws;
+}
+
 // A rung's kernel: (A map, B map, C map, GemmArgs) and, with stream-K, its workspace.
 template <class... Extra>
 using HopperKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, GemmArgs, Extra...);
@@ -604,8 +617,7 @@ int hopper_max_units(HopperKernel<Extra...> kernel) {
 }
 
 template <class Cfg, class... Extra>
-void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char* name, cudaStream_t stream,
-                   Extra... extra) {
+void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char* name, cudaStream_t stream) {
   const HopperMaps maps = make_hopper_maps<Cfg>(g);
   const int max_units = hopper_max_units<Cfg>(kernel);
   const auto sched = sched::TileScheduler::make(ceil_div(g.m, Cfg::kBlockM), ceil_div(g.n, Cfg::kBlockN), g.batch,
@@ -622,7 +634,18 @@ void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char*
     attr.val.clusterDim.x = Cfg::kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
     cfg.attrs = &attr, cfg.numAttrs = 1;
   }
-  HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g, extra...));
+  if constexpr (sizeof...(Extra) > 0) {
+    static_assert(std::is_same_v<HopperKernel<Extra...>, HopperKernel<StreamKWorkspace>>,
+                  "a hopper kernel's one extra argument is stream-K's workspace");
+    // The kernel makes the same split from (units, grid clusters, k-blocks); the workspace is
+    // only allocated (once per stream) for a problem that splits.
+    const int k_blocks = static_cast<int>(ceil_div(g.k, int64_t(Cfg::kBlockK)));
+    const bool splits = StreamKSplit::make(sched.units(), units, k_blocks, true).dp_units < sched.units();
+    const StreamKWorkspace ws = splits ? stream_k_workspace<Cfg>(stream) : StreamKWorkspace{};
+    HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g, ws));
+  } else {
+    HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g));
+  }
   HK_CHECK_LAUNCH(name);
 }
 
@@ -651,13 +674,13 @@ void dispatch_epilogue(const GemmArgs& g, Fn&& fn) {
 }
 
 // Launches kernel_for(T{}, bool_constant<a_col>, bool_constant<b_col>) — the rung's kernel
-// instantiated for the problem's input dtype and layout — with `extra` after GemmArgs.
-template <class Cfg, class KernelFor, class... Extra>
+// instantiated for the problem's input dtype and layout.
+template <class Cfg, class KernelFor>
 void launch_hopper_dispatch(const GemmArgs& g, const char* rung, const char* name, cudaStream_t stream,
-                            KernelFor&& kernel_for, Extra... extra) {
+                            KernelFor&& kernel_for) {
   dispatch_input(g.in_dtype, rung, [&](auto t) {
     dispatch_layout(g.a_col, g.b_col, [&](auto ac, auto bc) {
-      launch_hopper<Cfg>(kernel_for(t, ac, bc), g, name, stream, extra...);
+      launch_hopper<Cfg>(kernel_for(t, ac, bc), g, name, stream);
     });
   });
 }

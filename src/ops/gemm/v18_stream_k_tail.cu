@@ -10,16 +10,15 @@
 // raises a flag; the cluster whose range holds the tile's last k-block waits for those flags,
 // adds the partials and runs the epilogue (StreamKSplit in hopper_gemm.cuh says why the order
 // cannot deadlock). The workspace is per-stream scratch (17 MB on the H200; every flag is back
-// to zero when the kernel exits, so no memset per launch). The split costs each cluster ~12
-// k-blocks' time (measured), so it is made only where the last wave idles the clusters for 16+
-// k-blocks on average (StreamKSplit::kMinIdleKBlocks); elsewhere v18 runs exactly as v15
-// (whole waves, one wave or less, 4096^3, 8192x8192x1024).
+// to zero when the kernel exits, so no memset per launch), allocated by the first problem that
+// splits. The split costs each cluster ~12 k-blocks' time (measured), so it is made only where
+// the last wave idles the clusters for 16+ k-blocks on average (StreamKSplit::kMinIdleKBlocks);
+// elsewhere v18 runs exactly as v15 (whole waves, one wave or less, 4096^3, 8192x8192x1024).
 // Adds over v15: a balanced last wave for the price of one partial tile written and read per
 // cluster.
 // Needs: as v15 (sm_90a; TMA's 16-byte rules for A, B, C and bias).
 // Kernel: hopper_gemm.cuh with the configuration below (kStreamK).
 // Run:   hk bench gemm --variant 'v1[58]*' --shape 4096x14336x4096
-#include "core/scratch.hpp"
 #include "gemm/hopper_gemm.cuh"
 
 namespace hk {
@@ -37,25 +36,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   gemm_impl::hopper_gemm_body<T, kACol, !kBCol, Cfg, Epi>(&tma_a, &tma_b, &tma_c, g, ws);
 }
 
-// The workspace for `stream`: a partial-tile slot and a flag per consumer warpgroup of every
-// CTA the device holds (an upper bound on the grid).
-gemm_impl::StreamKWorkspace workspace(cudaStream_t stream) {
-  const size_t slots = size_t(device_info().sm_count) * Cfg::kConsumers;
-  gemm_impl::StreamKWorkspace ws;
-  ws.partials = static_cast<float*>(detail::zeroed_stream_scratch(
-      stream, "gemm_stream_k_partials", slots * 128 * (Cfg::kBlockN / 2) * sizeof(float)));
-  ws.flags = static_cast<uint32_t*>(detail::zeroed_stream_scratch(stream, "gemm_stream_k_flags", slots * sizeof(uint32_t)));
-  return ws;
-}
-
 template <class Epi>
 void launch_kind(const GemmArgs& g, cudaStream_t stream) {
   gemm_impl::launch_hopper_dispatch<Cfg>(
       g, "v18_stream_k_tail", "gemm_v18_kernel", stream,
       [](auto t, auto ac, auto bc) {
         return gemm_v18_kernel<decltype(t), decltype(ac)::value, decltype(bc)::value, Epi>;
-      },
-      workspace(stream));
+      });
 }
 
 void gemm_v18_launch(const GemmArgs& g, cudaStream_t stream) {
