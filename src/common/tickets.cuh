@@ -57,4 +57,47 @@ __device__ __forceinline__ void for_each_item(int64_t total, unsigned long long*
   }
 }
 
+// for_each_item with the next item's loads issued before this item's stores: calls
+// data = load(item) for the next item, then store(item, data) for the current one, so a block's
+// reads for item k + 1 are in flight while it writes item k (load's result is held in registers
+// across store). The claim is made one item further ahead: the index read after iteration k's
+// barrier was claimed during iteration k - 1, so the atomic's round trip hides behind a whole
+// store phase. Same contract as for_each_item (every thread, once per launch; the last block
+// zeroes the counters); slot (k + 1) & 1 is rewritten by thread 0 only after barrier k, which
+// every thread passes after reading it in iteration k - 1.
+template <class Load, class Store>
+__device__ __forceinline__ void for_each_item_prefetched(int64_t total, unsigned long long* tickets, Load&& load,
+                                                         Store&& store) {
+  __shared__ int64_t next[2];
+  int64_t item = blockIdx.x;
+  if (item < total) {
+    if (tickets && threadIdx.x == 0) next[0] = int64_t(gridDim.x) + int64_t(atomicAdd(tickets, 1ull));
+    auto data = load(item);
+    for (int k = 0;; ++k) {
+      int64_t following = item + gridDim.x;
+      if (tickets) {
+        __syncthreads();
+        following = next[k & 1];
+        if (threadIdx.x == 0 && following < total)
+          next[(k + 1) & 1] = int64_t(gridDim.x) + int64_t(atomicAdd(tickets, 1ull));
+      }
+      if (following >= total) {
+        store(item, data);
+        break;
+      }
+      auto data_next = load(following);
+      store(item, data);
+      item = following;
+      data = data_next;
+    }
+  }
+  if (tickets && threadIdx.x == 0) {
+    __threadfence();  // this block's claims are ordered before its done count
+    if (atomicAdd(tickets + 1, 1ull) == gridDim.x - 1) {
+      tickets[0] = 0;  // every block has made its last claim
+      tickets[1] = 0;
+    }
+  }
+}
+
 }  // namespace hk

@@ -67,6 +67,11 @@ __device__ __forceinline__ void naive_rows(const T* x, const T* y, T* z, int64_t
 // unrolled loop (the previous form) ptxas held the fallback's scalars for every u: 64 registers
 // at bf16, 4 blocks per SM; the split form needs far fewer, so more blocks keep loads in flight.
 constexpr int kOuterRows = 4;
+// The outer ops hold two items' chunks of x (for_each_item_prefetched); without a bound ptxas
+// gives the 16-bit kernels ~114 registers (2 blocks per SM). These keep the occupancy of the
+// unprefetched loop (3 blocks at 16 bits, 4 at f32) with no spills.
+template <class T>
+constexpr int kOuterMinBlocks = sizeof(T) == 4 ? 4 : 3;
 template <BroadcastKind K>
 constexpr int64_t rows_per_item = K == BroadcastKind::kRowScaleRelu ? 1 : kOuterRows;
 
@@ -83,23 +88,42 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
   const int64_t nvec = (n0 + kV - 1) / kV;
   const int64_t S = (nvec + kChunk - 1) / kChunk;
   const int64_t groups = (n1 + kG - 1) / kG;
-  for_each_item(groups * S, tickets, [&](int64_t item) {
-    const int64_t q = kRow ? item / S : item % groups, s = kRow ? item - q * S : item / groups;
-    const int64_t j0 = q * kG;
-    const T* xr = kRow ? x + j0 * ldx : x;
-    // The group's y values are loaded with x's vectors, not at each row's first use (a round
-    // trip before the row's stores).
+  // An item's registers: its chunk of x (a whole chunk only) and its rows' y values.
+  struct Loaded {
+    V av[kUnr];
     float b[kG];
+  };
+  auto coords = [&](int64_t item, int64_t& q, int64_t& s) {
+    q = kRow ? item / S : item % groups;
+    s = kRow ? item - q * S : item / groups;
+  };
+  auto whole = [&](int64_t s) { return (s + 1) * kChunk * kV <= n0; };
+  // The group's y values are loaded with x's vectors, not at each row's first use (a round trip
+  // before the row's stores).
+  auto load = [&](int64_t item) {
+    int64_t q, s;
+    coords(item, q, s);
+    const int64_t j0 = q * kG;
+    Loaded l{};
 #pragma unroll
-    for (int i = 0; i < kG; ++i) b[i] = j0 + i < n1 ? to_f32(y[j0 + i]) : 0.f;
-    if ((s + 1) * kChunk * kV <= n0) {
+    for (int i = 0; i < kG; ++i) l.b[i] = j0 + i < n1 ? to_f32(y[j0 + i]) : 0.f;
+    if (whole(s)) {
+      const T* xr = kRow ? x + j0 * ldx : x;
       const int64_t v0 = s * kChunk + threadIdx.x;
-      V av[kUnr];
 #pragma unroll
       for (int u = 0; u < kUnr; ++u) {
         const T* p = xr + (v0 + u * kThr) * kV;
-        av[u] = kRow ? load_stream<T, kV>(p) : load_keep<T, kV>(p);
+        l.av[u] = kRow ? load_stream<T, kV>(p) : load_keep<T, kV>(p);
       }
+    }
+    return l;
+  };
+  auto store = [&](int64_t item, const Loaded& l) {
+    int64_t q, s;
+    coords(item, q, s);
+    const int64_t j0 = q * kG;
+    if (whole(s)) {
+      const int64_t v0 = s * kChunk + threadIdx.x;
 #pragma unroll
       for (int i = 0; i < kG; ++i) {
         if (j0 + i >= n1) break;
@@ -108,11 +132,12 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
         for (int u = 0; u < kUnr; ++u) {
           V o;
 #pragma unroll
-          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b[i]));
+          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(l.av[u].v[k]), l.b[i]));
           store_stream<T, kV>(zr + (v0 + u * kThr) * kV, o);
         }
       }
     } else {
+      const T* xr = kRow ? x + j0 * ldx : x;
       const int64_t end = min(nvec, (s + 1) * kChunk);
       for (int64_t v = s * kChunk + threadIdx.x; v < end; v += kThr) {
         const V a = kRow ? load_row_vec<T, kV>(xr, v * kV, n0) : load_row_vec<T, kV, true>(xr, v * kV, n0);
@@ -121,12 +146,16 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
           if (j0 + i >= n1) break;
           V o;
 #pragma unroll
-          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(a.v[k]), b[i]));
+          for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(a.v[k]), l.b[i]));
           store_row_vec<T, kV>(z + (j0 + i) * ldz, v * kV, n0, o);
         }
       }
     }
-  });
+  };
+  // The outer ops read x's next chunk while writing this one's rows (4 row writes per read);
+  // row_scale_relu reads as many bytes as it writes, so its loads already overlap its peers'.
+  if constexpr (kRow) for_each_item(groups * S, tickets, [&](int64_t item) { store(item, load(item)); });
+  else for_each_item_prefetched(groups * S, tickets, load, store);
 }
 
 // Items of vector_rows over z [n1, n0] with vec-element vectors.

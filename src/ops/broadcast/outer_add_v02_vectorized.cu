@@ -15,7 +15,7 @@ namespace hk {
 namespace {
 
 template <class T>
-__global__ void __launch_bounds__(bcast::kThreads)
+__global__ void __launch_bounds__(bcast::kThreads, bcast::kOuterMinBlocks<T>)
     outer_add_v02_kernel(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z, int64_t n1, int64_t n0,
                       int64_t ldx, int64_t ldz, unsigned long long* tickets) {
   bcast::vector_rows<T, BroadcastKind::kOuterAdd>(x, y, z, n1, n0, ldx, ldz, tickets);
