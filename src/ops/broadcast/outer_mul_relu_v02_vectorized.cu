@@ -3,7 +3,8 @@
 // Rung 2: z[j,i] = relu(y[j] * x[i]) with 16-byte stores (8 bf16 / 4 f32), a block per (chunk of
 // 1024 vectors, group of 4 rows): x's chunk is loaded once into registers (keep policy) and
 // written to all four rows, y[j] read once per row, and kUnroll vectors in flight per thread;
-// a resident grid whose blocks claim their next item from a counter (common/tickets.cuh).
+// a resident grid whose blocks claim their next item from a counter (common/tickets.cuh) and
+// load its chunk of x before storing the current item's rows (for_each_item_prefetched).
 // Adds over v01: 4-8x fewer memory instructions and no 64-bit division per element; traffic is
 // the minimum (z written once, x and y read ~once).
 // Needs: 16-byte aligned x, y, z and z's row stride (the public op falls back to v01).

@@ -88,4 +88,8 @@ std::string gemm_tma_supports(const GemmProblem& p, bool tma_store);
 // "gemm: K*2 bytes must be a multiple of 16 for cp.async, got K=799".
 std::string gemm_cp_async_supports(const GemmProblem& p, int64_t block_m);
 
+// v15's launcher (gemm/v15_fused_fast_epilogue.cu): v18 runs it for the problems its stream-K
+// schedule does not split.
+void gemm_v15_launch(const GemmArgs& g, cudaStream_t stream);
+
 }  // namespace hk

@@ -47,13 +47,13 @@ void launch_kind(const GemmArgs& g, cudaStream_t stream) {
                                          });
 }
 
-void gemm_v15_launch(const GemmArgs& g, cudaStream_t stream) {
-  gemm_impl::dispatch_epilogue(g, [&](auto epi) { launch_kind<decltype(epi)>(g, stream); });
-}
-
 std::string gemm_v15_supports(const GemmProblem& p) { return gemm_tma_supports(p, true); }
 
 }  // namespace
+
+void gemm_v15_launch(const GemmArgs& g, cudaStream_t stream) {
+  gemm_impl::dispatch_epilogue(g, [&](auto epi) { launch_kind<decltype(epi)>(g, stream); });
+}
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v15_fused_fast_epilogue",
                     "v14 + compile-time bias/ReLU/GeLU epilogue kinds (no per-element tests; C_in: generic)", 90,
