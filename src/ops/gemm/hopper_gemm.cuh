@@ -616,6 +616,17 @@ int hopper_max_units(HopperKernel<Extra...> kernel) {
   return units;
 }
 
+// Whether a stream-K kernel's schedule splits problem g: StreamKSplit::make from the units, grid
+// clusters and k-blocks its launch has (the kernel makes the same call on the device).
+template <class Cfg, class... Extra>
+bool stream_k_splits(HopperKernel<Extra...> kernel, const GemmArgs& g) {
+  const auto sched = sched::TileScheduler::make(ceil_div(g.m, Cfg::kBlockM), ceil_div(g.n, Cfg::kBlockN), g.batch,
+                                                Cfg::kCluster, Cfg::kGroup);
+  const int64_t clusters = std::min<int64_t>(sched.units(), hopper_max_units<Cfg>(kernel));
+  const int k_blocks = static_cast<int>(ceil_div(g.k, int64_t(Cfg::kBlockK)));
+  return StreamKSplit::make(sched.units(), clusters, k_blocks, true).dp_units < sched.units();
+}
+
 template <class Cfg, class... Extra>
 void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char* name, cudaStream_t stream) {
   const HopperMaps maps = make_hopper_maps<Cfg>(g);
@@ -637,11 +648,8 @@ void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char*
   if constexpr (sizeof...(Extra) > 0) {
     static_assert(std::is_same_v<HopperKernel<Extra...>, HopperKernel<StreamKWorkspace>>,
                   "a hopper kernel's one extra argument is stream-K's workspace");
-    // The kernel makes the same split from (units, grid clusters, k-blocks); the workspace is
-    // only allocated (once per stream) for a problem that splits.
-    const int k_blocks = static_cast<int>(ceil_div(g.k, int64_t(Cfg::kBlockK)));
-    const bool splits = StreamKSplit::make(sched.units(), units, k_blocks, true).dp_units < sched.units();
-    const StreamKWorkspace ws = splits ? stream_k_workspace<Cfg>(stream) : StreamKWorkspace{};
+    // The workspace is only allocated (once per stream) for a problem that splits.
+    const StreamKWorkspace ws = stream_k_splits<Cfg>(kernel, g) ? stream_k_workspace<Cfg>(stream) : StreamKWorkspace{};
     HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g, ws));
   } else {
     HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g));

@@ -45,25 +45,14 @@ void launch_kind(const GemmArgs& g, cudaStream_t stream) {
       });
 }
 
-// Whether the kernel's schedule splits g: StreamKSplit::make from the units, clusters and
-// k-blocks the launch will have (launch_hopper makes the same call to size the workspace).
-bool splits(const GemmArgs& g) {
-  // Any of the file's kernels: Cfg alone sets how many clusters fit.
-  using Probe = gemm_impl::FusedEpilogue<__nv_bfloat16, GemmActivation::kNone, false>;
-  constexpr auto kProbe = gemm_v18_kernel<__nv_bfloat16, false, false, Probe>;
-  const auto sched = sched::TileScheduler::make(ceil_div(g.m, Cfg::kBlockM), ceil_div(g.n, Cfg::kBlockN), g.batch,
-                                                Cfg::kCluster, Cfg::kGroup);
-  const int64_t clusters = std::min<int64_t>(sched.units(), gemm_impl::hopper_max_units<Cfg>(kProbe));
-  const int k_blocks = static_cast<int>(ceil_div(g.k, int64_t(Cfg::kBlockK)));
-  return sched::StreamKSplit::make(sched.units(), clusters, k_blocks, true).dp_units < sched.units();
-}
-
 // A problem the schedule does not split runs v15's kernels: the same code path, and measured
 // faster than this file's kernels, which carry the stream-K branches, without a split (device
 // call 30 in docs/gpu-runs.md: 2048^3 0.96x vs 0.94x cuBLAS, 4096^3 bias+GeLU +4.3% vs +7.5%
 // over plain).
 void gemm_v18_launch(const GemmArgs& g, cudaStream_t stream) {
-  if (!splits(g)) {
+  // Any of the file's kernels answers: Cfg alone sets how many clusters fit.
+  using Probe = gemm_impl::FusedEpilogue<__nv_bfloat16, GemmActivation::kNone, false>;
+  if (!gemm_impl::stream_k_splits<Cfg>(gemm_v18_kernel<__nv_bfloat16, false, false, Probe>, g)) {
     gemm_v15_launch(g, stream);
     return;
   }
