@@ -24,13 +24,13 @@
 
 namespace hk {
 
+// A rung is either production (the family's dispatch may hand it a public call) or ladder-only
+// (it exists to be read and measured: tests and `hk bench` run it, the public op never does).
 enum VariantFlags : unsigned {
   kFlagNone = 0,
-  kFlagReference = 1u << 0,  // the simplest correct rung; the ladder's first step
-  kFlagBaseline = 1u << 1,   // the peer library path; speedups are reported against it
-  kFlagDefault = 1u << 2,    // what the public op dispatches to first
-  kFlagShapeClass = 1u << 3, // with kFlagDefault: a default for one shape class (gemm's decode
-                             // shapes), tried before the family's general default
+  kFlagReference = 1u << 0,   // the simplest correct rung; the ladder's first step
+  kFlagBaseline = 1u << 1,    // the peer library path; speedups are reported against it
+  kFlagProduction = 1u << 2,  // may serve the public op (see Registry::choose)
 };
 
 // How the harness draws a tensor's values (always non-zero-heavy, always fresh per run).
@@ -176,6 +176,25 @@ class Variant {
   unsigned flags_;
 };
 
+// One branch of a family's dispatch: a production variant and why it serves this problem — a
+// measured reason ("v18: 0.99x cuBLAS at 4096^3, 1.06x at 8192^3") or a capability one.
+struct Route {
+  std::string variant;
+  std::string why;
+};
+
+// A family's dispatch (src/ops/<family>/dispatch.cpp): the production variants that may serve
+// `p`, best first. The registry runs the first whose supports() accepts `p`; supports() says
+// only what a kernel can run, the dispatch says what should run.
+using DispatchFn = std::function<std::vector<Route>(const Problem&)>;
+
+// What the public op runs for a problem, why, and what the dispatch tried before it.
+struct Choice {
+  const Variant* variant = nullptr;
+  std::string why;
+  std::vector<std::pair<std::string, std::string>> declined;  // (variant, its supports() reason)
+};
+
 class Registry {
  public:
   static Registry& get();
@@ -186,15 +205,23 @@ class Registry {
   const Family* family(std::string_view name) const;              // nullptr if unknown
   std::vector<const Variant*> variants(std::string_view family) const;  // sorted by name
   const Variant* variant(std::string_view family, std::string_view name) const;
-  // Dispatch order for the public op: the shape-class defaults (kFlagShapeClass: each declines
-  // through supports() what it does not serve), then the general default, each group highest
-  // rung first; then the other ladder rungs from the highest down, then the baseline. Returns the first that supports `p`, or throws kNotSupported
-  // listing every variant's reason.
-  const Variant& pick(const Problem& p) const;
+
+  void add_dispatch(std::string family, DispatchFn fn);
+  bool has_dispatch(std::string_view family) const;
+  // The public op's choice: the family's dispatch lists production routes best first; the first
+  // whose supports() accepts `p` is chosen. Throws kNotSupported listing every route's reason
+  // when none can, and kInternal when a family has no dispatch or a route names an unknown or
+  // ladder-only variant (a public call never runs a teaching rung).
+  Choice choose(const Problem& p) const;
+  const Variant& pick(const Problem& p) const { return *choose(p).variant; }
+  // choose() in words, for `hk explain` and hk.explain(): the chosen variant and why, and each
+  // route tried before it with its reason.
+  std::string explain(const Problem& p) const;
 
  private:
   std::vector<std::unique_ptr<Family>> families_;
   std::vector<std::unique_ptr<Variant>> variants_;
+  std::map<std::string, DispatchFn, std::less<>> dispatch_;
 };
 
 // Typed adapter: a rung file writes typed functions and registers them through this.
@@ -230,7 +257,18 @@ namespace detail {
 struct Registrar {
   explicit Registrar(std::unique_ptr<Family> f) { Registry::get().add(std::move(f)); }
   explicit Registrar(std::unique_ptr<Variant> v) { Registry::get().add(std::move(v)); }
+  Registrar(std::string family, DispatchFn fn) { Registry::get().add_dispatch(std::move(family), std::move(fn)); }
 };
+
+// A typed dispatch function as a DispatchFn (a problem of another family is kType).
+template <class ProblemT>
+DispatchFn typed_dispatch(std::string family, std::vector<Route> (*fn)(const ProblemT&)) {
+  return [family = std::move(family), fn](const Problem& p) {
+    auto* typed = dynamic_cast<const ProblemT*>(&p);
+    if (!typed) HK_THROW(kType, family, " dispatch: got a problem of family ", p.family());
+    return fn(*typed);
+  };
+}
 }  // namespace detail
 
 }  // namespace hk
@@ -240,11 +278,18 @@ struct Registrar {
 
 // One line at the end of a rung file:
 //   HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v03_vectorized", "summary", 80,
-//                       hk::kFlagDefault, gelu_v03_supports, gelu_v03_launch);
+//                       hk::kFlagProduction, gelu_v03_supports, gelu_v03_launch);
 #define HK_REGISTER_VARIANT(ProblemT, ArgsT, family, name, summary, min_sm, flags, supports, launch) \
   static const ::hk::detail::Registrar HK_CONCAT(hk_variant_registrar_, __LINE__)(              \
       std::unique_ptr<::hk::Variant>(new ::hk::TypedVariant<ProblemT, ArgsT>(                   \
           family, name, summary, min_sm, flags, supports, launch)))
+
+// One line at the end of a family's dispatch.cpp:
+//   HK_REGISTER_DISPATCH(GemmProblem, "gemm", gemm_dispatch);
+// with `std::vector<hk::Route> gemm_dispatch(const GemmProblem&)`.
+#define HK_REGISTER_DISPATCH(ProblemT, family, fn)                                 \
+  static const ::hk::detail::Registrar HK_CONCAT(hk_dispatch_registrar_, __LINE__)( \
+      family, ::hk::detail::typed_dispatch<ProblemT>(family, fn))
 
 #define HK_REGISTER_FAMILY(FamilyT)                                             \
   static const ::hk::detail::Registrar HK_CONCAT(hk_family_registrar_, __LINE__)( \

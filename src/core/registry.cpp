@@ -122,26 +122,37 @@ const Variant* Registry::variant(std::string_view family, std::string_view name)
   return nullptr;
 }
 
-const Variant& Registry::pick(const Problem& p) const {
-  std::vector<const Variant*> all = variants(p.family());
-  std::vector<const Variant*> order;
-  // Defaults first, highest rung first: a shape-class default (e.g. one for skinny shapes)
-  // declines what it does not serve through supports(), and the general default takes the rest,
-  // whatever the two rungs' numbers.
-  for (unsigned shape_class : {1u, 0u})
-    for (auto it = all.rbegin(); it != all.rend(); ++it)
-      if ((*it)->is(kFlagDefault) && (*it)->is(kFlagShapeClass) == bool(shape_class)) order.push_back(*it);
-  for (auto it = all.rbegin(); it != all.rend(); ++it)
-    if (!(*it)->is(kFlagDefault) && !(*it)->is(kFlagBaseline)) order.push_back(*it);
-  for (auto* v : all)
-    if (v->is(kFlagBaseline) && !v->is(kFlagDefault)) order.push_back(v);
+void Registry::add_dispatch(std::string family, DispatchFn fn) { dispatch_[std::move(family)] = std::move(fn); }
+
+bool Registry::has_dispatch(std::string_view family) const { return dispatch_.find(family) != dispatch_.end(); }
+
+Choice Registry::choose(const Problem& p) const {
+  auto it = dispatch_.find(p.family());
+  if (it == dispatch_.end()) HK_THROW(kInternal, p.family(), ": the family registers no dispatch (HK_REGISTER_DISPATCH)");
+  Choice choice;
   std::string reasons;
-  for (auto* v : order) {
+  for (const Route& r : it->second(p)) {
+    const Variant* v = variant(p.family(), r.variant);
+    if (!v) HK_THROW(kInternal, p.family(), " dispatch: no variant named ", r.variant);
+    if (!v->is(kFlagProduction))
+      HK_THROW(kInternal, p.family(), " dispatch: ", r.variant, " is ladder-only and may not serve the public op");
     std::string why = v->supports(p);
-    if (why.empty()) return *v;
+    if (why.empty()) {
+      choice.variant = v;
+      choice.why = r.why;
+      return choice;
+    }
     reasons += fmt::format("\n  {}: {}", v->name(), why);
+    choice.declined.emplace_back(v->name(), std::move(why));
   }
-  HK_THROW(kNotSupported, p.family(), ": no variant can run ", p.key(), reasons);
+  HK_THROW(kNotSupported, p.family(), ": no production variant can run ", p.key(), reasons);
+}
+
+std::string Registry::explain(const Problem& p) const {
+  Choice c = choose(p);
+  std::string out = fmt::format("{} {}: {} — {}\n", p.family(), p.key(), c.variant->name(), c.why);
+  for (auto& [name, why] : c.declined) out += fmt::format("  passed over {}: {}\n", name, why);
+  return out;
 }
 
 }  // namespace hk

@@ -58,6 +58,6 @@ void add_scalar_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
 
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "add_scalar", "v02_vectorized",
                     "16-byte loads and stores, 4 in flight per thread, SM-sized grid-stride loop", 70,
-                    kFlagDefault, bcast::vector_supports, add_scalar_v02_launch);
+                    kFlagProduction, bcast::vector_supports, add_scalar_v02_launch);
 
 }  // namespace hk

@@ -34,6 +34,6 @@ void outer_add_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
 
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "outer_add", "v02_vectorized",
                     "16-byte stores, x loaded once per (chunk, 4 rows), 4 vectors in flight, items claimed dynamically", 70,
-                    kFlagDefault, bcast::vector_supports, outer_add_v02_launch);
+                    kFlagProduction, bcast::vector_supports, outer_add_v02_launch);
 
 }  // namespace hk

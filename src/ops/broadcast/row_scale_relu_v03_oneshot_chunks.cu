@@ -152,6 +152,6 @@ void row_scale_relu_v03_launch(const BroadcastArgs& a, cudaStream_t s) {
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "row_scale_relu", "v03_oneshot_chunks",
                     "default: one 128-thread block per (row, chunk), 8 16-byte loads in flight per thread; backward "
                     "splits long rows (f32 partials, summed in chunk order)",
-                    90, kFlagDefault, bcast::vector_supports, row_scale_relu_v03_launch);
+                    90, kFlagProduction, bcast::vector_supports, row_scale_relu_v03_launch);
 
 }  // namespace hk

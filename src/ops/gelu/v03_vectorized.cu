@@ -95,6 +95,6 @@ std::string gelu_v03_supports(const GeluProblem& p) {
 
 HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v03_vectorized",
                     "16-byte vector loads, 4 in flight per thread, SM-sized grid-stride loop", 70,
-                    kFlagDefault, gelu_v03_supports, gelu_v03_launch);
+                    kFlagProduction, gelu_v03_supports, gelu_v03_launch);
 
 }  // namespace hk

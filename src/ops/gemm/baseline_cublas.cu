@@ -79,7 +79,7 @@ std::string gemm_baseline_cublas_supports(const GemmProblem& p) {
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "baseline_cublas",
-                    "cublasGemmStridedBatchedEx (f32 compute); epilogue as a separate kernel", 70, kFlagBaseline,
+                    "cublasGemmStridedBatchedEx (f32 compute); epilogue as a separate kernel", 70, kFlagBaseline | kFlagProduction,
                     gemm_baseline_cublas_supports, gemm_baseline_cublas_launch);
 
 }  // namespace hk

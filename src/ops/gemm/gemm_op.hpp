@@ -91,5 +91,8 @@ std::string gemm_cp_async_supports(const GemmProblem& p, int64_t block_m);
 // v15's launcher (gemm/v15_fused_fast_epilogue.cu): v18 runs it for the problems its stream-K
 // schedule does not split.
 void gemm_v15_launch(const GemmArgs& g, cudaStream_t stream);
+// v18's launcher (gemm/v18_stream_k_tail.cu): the production kernel for operands TMA can
+// describe; the packing rung runs it on its aligned copies.
+void gemm_v18_launch(const GemmArgs& g, cudaStream_t stream);
 
 }  // namespace hk

@@ -378,6 +378,6 @@ std::string gemm_v17_supports(const GemmProblem& p) {
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v17_skinny_m_splitk",
                     "decode-shape default (M <= 32, nt): B streamed in whole row segments through a cp.async ring "
                     "into mma.sync fragments, split-K over a cluster reduced through DSMEM",
-                    90, kFlagDefault | kFlagShapeClass, gemm_v17_supports, gemm_v17_launch);
+                    90, kFlagProduction, gemm_v17_supports, gemm_v17_launch);
 
 }  // namespace hk

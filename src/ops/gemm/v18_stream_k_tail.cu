@@ -45,10 +45,11 @@ void launch_kind(const GemmArgs& g, cudaStream_t stream) {
       });
 }
 
+}  // namespace
+
 // A problem the schedule does not split runs v15's kernels: the same code path, and measured
-// faster than this file's kernels, which carry the stream-K branches, without a split (device
-// call 30 in docs/gpu-runs.md: 2048^3 0.96x vs 0.94x cuBLAS, 4096^3 bias+GeLU +4.3% vs +7.5%
-// over plain).
+// faster than this file's kernels, which carry the stream-K branches, without a split (H200,
+// 2026-11-29: 2048^3 0.96x vs 0.94x cuBLAS, 4096^3 bias+GeLU +4.3% vs +7.5% over plain).
 void gemm_v18_launch(const GemmArgs& g, cudaStream_t stream) {
   // Any of the file's kernels answers: Cfg alone sets how many clusters fit.
   using Probe = gemm_impl::FusedEpilogue<__nv_bfloat16, GemmActivation::kNone, false>;
@@ -59,13 +60,13 @@ void gemm_v18_launch(const GemmArgs& g, cudaStream_t stream) {
   gemm_impl::dispatch_epilogue(g, [&](auto epi) { launch_kind<decltype(epi)>(g, stream); });
 }
 
+namespace {
 std::string gemm_v18_supports(const GemmProblem& p) { return gemm_tma_supports(p, true); }
-
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v18_stream_k_tail",
                     "v15 + stream-K last waves: the leftover tiles' k-blocks split evenly over the clusters, "
-                    "partials summed through a global workspace (default)",
-                    90, kFlagDefault, gemm_v18_supports, gemm_v18_launch);
+                    "partials summed through a global workspace",
+                    90, kFlagProduction, gemm_v18_supports, gemm_v18_launch);
 
 }  // namespace hk

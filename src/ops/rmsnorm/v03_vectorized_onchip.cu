@@ -213,6 +213,6 @@ std::string rmsnorm_v03_supports(const RmsNormProblem& p) {
 
 HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v03_vectorized_onchip",
                     "row in registers, 16-byte loads, warp-per-row for short rows; dg partials in registers", 90,
-                    kFlagDefault, rmsnorm_v03_supports, rmsnorm_v03_launch);
+                    kFlagProduction, rmsnorm_v03_supports, rmsnorm_v03_launch);
 
 }  // namespace hk

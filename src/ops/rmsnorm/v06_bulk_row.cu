@@ -136,6 +136,6 @@ std::string rmsnorm_v06_supports(const RmsNormProblem& p) {
 HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v06_bulk_row",
                     "forward default: block per row, the row staged in shared memory by one bulk copy (TMA) on an "
                     "mbarrier",
-                    90, kFlagDefault, rmsnorm_v06_supports, rmsnorm_v06_launch);
+                    90, kFlagProduction, rmsnorm_v06_supports, rmsnorm_v06_launch);
 
 }  // namespace hk

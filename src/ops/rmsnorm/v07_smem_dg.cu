@@ -206,6 +206,6 @@ std::string rmsnorm_v07_supports(const RmsNormProblem& p) {
 HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v07_smem_dg",
                     "backward default: row groups with x and dy in registers, dg in shared memory instead of "
                     "registers; [blocks, D] partials",
-                    90, kFlagDefault, rmsnorm_v07_supports, rmsnorm_v07_launch);
+                    90, kFlagProduction, rmsnorm_v07_supports, rmsnorm_v07_launch);
 
 }  // namespace hk

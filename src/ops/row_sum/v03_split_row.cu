@@ -109,6 +109,6 @@ void row_sum_v03_launch(const RowSumArgs& a, cudaStream_t stream) {
 
 HK_REGISTER_VARIANT(RowSumProblem, RowSumArgs, "row_sum", "v03_split_row",
                     "v02 plus rows split across blocks when rows are few; f32 partials, second tiny kernel",
-                    70, kFlagDefault, nullptr, row_sum_v03_launch);
+                    70, kFlagProduction, nullptr, row_sum_v03_launch);
 
 }  // namespace hk

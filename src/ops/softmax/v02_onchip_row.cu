@@ -170,6 +170,6 @@ std::string softmax_v02_supports(const SoftmaxProblem& p) {
 
 HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v02_onchip_row",
                     "row held in registers: one read, one write; warp per short row, block per long row", 70,
-                    kFlagDefault, softmax_v02_supports, softmax_v02_launch);
+                    kFlagProduction, softmax_v02_supports, softmax_v02_launch);
 
 }  // namespace hk

@@ -109,6 +109,6 @@ std::string weighted_sum_v03_supports(const WeightedSumProblem& p) {
 
 HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "v03_pipelined_rows",
                     "forward: w slice in registers, next row's loads in flight across the row reduction", 90,
-                    kFlagDefault, weighted_sum_v03_supports, weighted_sum_v03_launch);
+                    kFlagProduction, weighted_sum_v03_supports, weighted_sum_v03_launch);
 
 }  // namespace hk
