@@ -18,6 +18,7 @@ enum class ErrorKind {
   kType,          // a dtype the op does not take
   kNotSupported,  // valid input that this variant (or this build / device) cannot run
   kCuda,          // the CUDA runtime or a library reported an error
+  kInternal,      // a bug in hopperkit itself (a dispatch naming a ladder-only rung)
 };
 
 std::string_view to_string(ErrorKind kind);

@@ -4,7 +4,8 @@
   ``hk.add_scalar``, ``hk.outer_add``, ``hk.outer_mul_relu``, ``hk.row_scale_relu``,
   ``hk.matmul``, ``hk.linear`` (and ``hk.nn.GELU``, ``hk.nn.RMSNorm``, ``hk.nn.Linear``) as
   PyTorch custom ops with autograd, ``torch.compile`` and ``torch.export`` support; NumPy arrays run the fp64 CPU reference instead.
-* Registry: ``hk.families()``, ``hk.variants(family)``, ``hk.run(family, variant, *tensors,
+* Registry: ``hk.families()``, ``hk.variants(family)``, ``hk.explain(family, *tensors, **attrs)``
+  (which kernel the public op runs, and why), ``hk.run(family, variant, *tensors,
   **attrs)`` for one rung, ``hk.reference(...)`` for the fp64 oracle, ``hk.bench(...)`` for the
   ``hk bench`` JSON record.
 * Plots: ``python -m hopperkit.plot results.json -o DIR``.
@@ -22,7 +23,7 @@ try:
 except ImportError:
     pass
 from ._C import __version__, git_sha
-from ._core import VariantInfo, bench, families, problem, reference, run, supports, variants
+from ._core import VariantInfo, bench, explain, families, problem, reference, run, supports, variants
 from ._core import torch as _torch
 from ._op import kernel_op, new_like
 from .ops import (add_scalar, gelu, gelu_backward, linear, matmul, outer_add, outer_mul_relu, rms_norm,
@@ -32,7 +33,7 @@ if _torch is not None:
     from . import nn
 
 __all__ = [
-    "VariantInfo", "__version__", "add_scalar", "bench", "families", "gelu", "gelu_backward", "git_sha",
+    "VariantInfo", "__version__", "add_scalar", "bench", "explain", "families", "gelu", "gelu_backward", "git_sha",
     "kernel_op", "linear", "matmul", "new_like", "outer_add", "outer_mul_relu", "problem", "reference",
     "rms_norm", "row_scale_relu", "row_sum", "run", "softmax", "supports", "variants", "weighted_sum",
 ]

@@ -52,11 +52,12 @@ class VariantInfo:
     name: str
     summary: str
     min_sm: int
-    flags: tuple[str, ...]  # any of "default", "baseline", "reference"
+    flags: tuple[str, ...]  # any of "production", "baseline", "reference"
 
     @property
-    def is_default(self) -> bool:
-        return "default" in self.flags
+    def is_production(self) -> bool:
+        """The family's dispatch may run it for a public call; otherwise a ladder-only rung."""
+        return "production" in self.flags
 
     @property
     def is_baseline(self) -> bool:
@@ -79,8 +80,8 @@ def variants(family: str) -> list[VariantInfo]:
     """
     out = []
     for name, summary, min_sm, flags in _C.variants(family):
-        names = tuple(n for bit, n in ((_C.FLAG_DEFAULT, "default"), (_C.FLAG_SHAPE_CLASS, "shape_class"),
-                                       (_C.FLAG_BASELINE, "baseline"), (_C.FLAG_REFERENCE, "reference"))
+        names = tuple(n for bit, n in ((_C.FLAG_PRODUCTION, "production"), (_C.FLAG_BASELINE, "baseline"),
+                                       (_C.FLAG_REFERENCE, "reference"))
                       if flags & bit)
         out.append(VariantInfo(family, name, summary, min_sm, names))
     return out
@@ -116,6 +117,16 @@ def problem(family: str, *tensors: Any, **attrs: Any) -> dict:
 def supports(family: str, variant: str, *tensors: Any, **attrs: Any) -> str:
     """"" when ``variant`` can run the problem on the current device, else the reason."""
     return _C.supports(family, variant, [_metadata_view(t) for t in tensors], attrs)
+
+
+def explain(family: str, *tensors: Any, **attrs: Any) -> str:
+    """Which kernel the public op runs for these inputs and attributes, and why.
+
+    The family's dispatch in words: the chosen variant with its reason, then every production
+    route it passed over with that route's ``supports()`` reason. Only metadata is read, so host
+    arrays describe a problem as well as CUDA tensors do.
+    """
+    return _C.explain(family, [_metadata_view(t) for t in tensors], attrs)
 
 
 def launch(family: str, variant: str, inputs: list, outputs: list, attrs: dict) -> str:

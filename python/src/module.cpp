@@ -281,6 +281,11 @@ std::string supports(const std::string& family, const std::string& variant, cons
   return v.supports(*make_problem(family, to_views(family, in), attrs));
 }
 
+// What the public op runs for these inputs and attributes, and why (the family's dispatch).
+std::string explain(const std::string& family, const std::vector<InArray>& in, const AttrMap& attrs) {
+  return hk::Registry::get().explain(*make_problem(family, to_views(family, in), attrs));
+}
+
 // Runs `variant` ("" = the public op's dispatch) on `stream` (a cudaStream_t as an integer, 0 =
 // legacy default). Asynchronous, like the C++ ops. Returns the variant that ran.
 std::string launch(const std::string& family, const std::string& variant, const std::vector<InArray>& in,
@@ -384,6 +389,7 @@ NB_MODULE(_C, m) {
         case hk::ErrorKind::kType: type = PyExc_TypeError; break;
         case hk::ErrorKind::kNotSupported: type = PyExc_NotImplementedError; break;
         case hk::ErrorKind::kCuda: type = PyExc_RuntimeError; break;
+        case hk::ErrorKind::kInternal: type = PyExc_RuntimeError; break;
       }
       PyErr_SetString(type, err.what());
     }
@@ -393,8 +399,7 @@ NB_MODULE(_C, m) {
   m.attr("git_sha") = hk::kGitSha;
   m.attr("FLAG_REFERENCE") = static_cast<unsigned>(hk::kFlagReference);
   m.attr("FLAG_BASELINE") = static_cast<unsigned>(hk::kFlagBaseline);
-  m.attr("FLAG_DEFAULT") = static_cast<unsigned>(hk::kFlagDefault);
-  m.attr("FLAG_SHAPE_CLASS") = static_cast<unsigned>(hk::kFlagShapeClass);
+  m.attr("FLAG_PRODUCTION") = static_cast<unsigned>(hk::kFlagProduction);
 
   m.def("device_count", &hk::device_count, "usable CUDA devices (0 without a driver or GPU)");
   m.def("no_gpu_reason", &hk::no_gpu_reason, "why there is no GPU, or '' when there is one");
@@ -405,6 +410,8 @@ NB_MODULE(_C, m) {
         "the problem (dict) that these inputs and attributes pose; validates them");
   m.def("supports", &supports, nb::arg("family"), nb::arg("variant"), nb::arg("inputs"), nb::arg("attrs"),
         "'' when the variant can run the problem, else the reason");
+  m.def("explain", &explain, nb::arg("family"), nb::arg("inputs"), nb::arg("attrs"),
+        "which variant the public op runs for these inputs, why, and what it passed over");
   m.def("launch", &launch, nb::arg("family"), nb::arg("variant"), nb::arg("inputs"), nb::arg("outputs"),
         nb::arg("attrs"), nb::arg("stream"),
         "runs a variant ('' = default dispatch) on CUDA arrays on `stream`; returns its name");

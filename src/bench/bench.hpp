@@ -53,7 +53,7 @@ struct Row {
 
 struct BenchRequest {
   std::vector<std::string> families;  // empty = all
-  std::string variant_glob;           // empty = all (quick: default + baseline)
+  std::string variant_glob;           // empty = all (quick: the public op + baseline); "public" = the public op
   BenchSelect select;
   TimeOptions time;
   bool progress = true;  // a progress line on stderr

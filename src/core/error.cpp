@@ -10,6 +10,7 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::kType: return "type";
     case ErrorKind::kNotSupported: return "not-supported";
     case ErrorKind::kCuda: return "cuda";
+    case ErrorKind::kInternal: return "internal";
   }
   return "unknown";
 }

@@ -84,7 +84,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", dtype_list, "dtype(s), comma-separated: f32,f16,bf16");
   cmd->add_option("--json", json_path, "write the rows and the environment as JSON here");
   cmd->add_flag("--warm", req.time.warm, "keep L2 warm between samples (default: flushed)");
-  cmd->add_flag("--quick", req.select.quick, "a few shapes per family, default variant + baseline");
+  cmd->add_flag("--quick", req.select.quick, "a few shapes per family: the public op (its dispatch) + baseline");
   cmd->add_option("--budget-ms", req.time.budget_ms, "time budget per row after warm-up");
   cmd->callback([] {
     if (families.empty()) req.select.quick = true;

@@ -17,12 +17,14 @@ int cmd_list(const std::string& family, bool names) {
   for (const hk::Family* f : reg.families()) {
     if (!family.empty() && f->name() != family) continue;
     fmt::print("{} — {}\n", f->name(), f->summary());
+    // production: the family's dispatch may run it for a public call (hk explain says when);
+    // ladder: a teaching rung, run by tests and hk bench only.
     for (const hk::Variant* v : reg.variants(f->name())) {
       std::string flags;
-      if (v->is(hk::kFlagDefault)) flags += v->is(hk::kFlagShapeClass) ? " default (shape class)" : " default";
+      flags += v->is(hk::kFlagProduction) ? " production" : " ladder";
       if (v->is(hk::kFlagBaseline)) flags += " baseline";
       if (v->is(hk::kFlagReference)) flags += " reference";
-      fmt::print("  {:<28} sm_{:<3} {:<28} {}\n", v->name(), v->min_sm(), flags.empty() ? "" : "[" + flags.substr(1) + "]",
+      fmt::print("  {:<28} sm_{:<3} {:<32} {}\n", v->name(), v->min_sm(), flags.empty() ? "" : "[" + flags.substr(1) + "]",
                  v->summary());
     }
     ++shown;

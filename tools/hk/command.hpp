@@ -12,6 +12,7 @@ int need_gpu(const char* cmd);
 
 void add_info_command(CLI::App& app);
 void add_list_command(CLI::App& app);
+void add_explain_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_microbench_command(CLI::App& app);

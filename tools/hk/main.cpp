@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   hk::cli::add_info_command(app);
   hk::cli::add_list_command(app);
+  hk::cli::add_explain_command(app);
   hk::cli::add_bench_command(app);
   hk::cli::add_profile_command(app);
   hk::cli::add_microbench_command(app);
