@@ -1,34 +1,43 @@
 #!/usr/bin/env bash
-# The one command for the GPU box: build with every core, run every GPU test, the sanitizer
-# sweep, the Python tests (when the package exists) and `hk bench`, then print a short summary.
-# Logs go to build/gpu-check/; at the end $OUT (when set, as on the device tool) receives
-# summary.txt, the bench JSON files and logs.tgz (everything) — the tool returns at most 8 files.
-# Usage: scripts/gpu-check.sh [--quick] [--no-sanitize] [--prebuilt] [--only STAGES]
+# The whole check for a machine with a Hopper GPU: build with every core, run every GPU test, the
+# sanitizer sweep, the Python tests (when the package exists), `hk bench` and the family ladders,
+# then print a short summary. Working logs go to build/gpu-check/; at the end DIR receives
+# summary.txt, the bench JSON (bench-<stage>.json, the input of scripts/results-tables.py),
+# microbench.json and logs.tgz (every log).
+#
+# Usage: scripts/gpu-check.sh [--out DIR] [--quick] [--no-sanitize] [--prebuilt] [--only STAGES]
+#   --out DIR       where the summary, the bench JSON and the logs go (default: $OUT when set,
+#                   else they stay in build/gpu-check/ only)
 #   --quick         tests + the main job only (no sanitizer, ladders, profile, microbench)
 #   --no-sanitize   everything but the sanitizer sweep
 #   --prebuilt      no build here: use the binaries scripts/prebuilt/pack.sh packed on another
-#                   machine (build/carry, passed with the device tool's carry) and compile only
+#                   machine into build/carry/ (copied here with the working tree) and compile only
 #                   the Python extension against them (scripts/prebuilt/box.sh): ~20 s instead of
-#                   a ~175 s build on a fresh box
+#                   a ~175 s build on a fresh machine
 #   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,profile,microbench
-#                   (the build always runs; it is incremental; `--only build` builds and stops). The device tool allows 10 minutes
-#                   per command: split a full check into three calls with --only (session 4:
-#                   tests,sanitize,python took 290 s; bench,ladders ~9 min with HK_BUDGET_MS=150;
-#                   then gemm,profile,microbench).
+#                   (the build always runs; it is incremental; `--only build` builds and stops).
+#                   Where one command has a time limit, split the check: tests,sanitize,python
+#                   take ~5 minutes on an H200; bench,ladders ~9 with HK_BUDGET_MS=150; then
+#                   gemm,profile,microbench.
+#   HK_BUDGET_MS    timing budget per row of the ladder and gemm stages (default 400)
 #   HK_LADDER_SHAPES, HK_LADDER_DTYPES  the ladders stage at these shapes / dtypes only, e.g.
 #                   HK_LADDER_SHAPES="16384x8192 4x67108864" HK_LADDER_DTYPES=bf16,f32 HK_BUDGET_MS=30
-#   HK_DEADLINE_S   seconds after which no stage starts and a running one is stopped (default:
-#                   550 when $OUT is set, as on the device tool, else none; a stopped stage has
-#                   30 s more to write its output), so a call that runs
-#                   long still returns its logs and summary instead of being killed with them.
+#   HK_DEADLINE_S   seconds after which no stage starts and a running one is stopped (a stopped
+#                   stage has 30 s more to write its output), so a check under a time limit still
+#                   returns its logs and summary. Default: none, or 550 when $OUT is set.
+#
+# Publishing the numbers: cp DIR/bench-*.json docs/results/ && scripts/results-tables.py
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
 rm -rf "$LOGS"; mkdir -p "$LOGS"
 stages=tests,sanitize,python,bench,ladders,gemm,profile,microbench
 prebuilt=0
+out=${OUT:-}
+deadline_default=$([[ -n ${OUT:-} ]] && echo 550 || echo 0)
 while (($#)); do
   case $1 in
+    --out) out=${2:?--out needs a directory}; shift ;;
     --quick) stages=tests,python,bench ;;
     --no-sanitize) stages=${stages/sanitize,/} ;;
     --prebuilt) prebuilt=1 ;;
@@ -43,18 +52,22 @@ for stage in ${stages//,/ }; do
     { echo "gpu-check: unknown stage '$stage'" >&2; exit 2; }
 done
 export HK_CACHE_DIR="$LOGS/cache"
+if [[ -n $out ]]; then
+  mkdir -p "$out" || { echo "gpu-check: cannot create $out" >&2; exit 2; }
+  out=$(cd "$out" && pwd)
+fi
 finish() {
-  if [[ -n ${OUT:-} ]]; then
-    cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null
-    cp "$LOGS"/bench-*.json "$OUT/" 2>/dev/null
-    tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
+  if [[ -n $out ]]; then
+    cp "$LOGS/summary.txt" "$out/" 2>/dev/null
+    cp "$LOGS"/bench-*.json "$LOGS"/microbench.json "$out/" 2>/dev/null
+    tar -czf "$out/logs.tgz" -C "$LOGS" . 2>/dev/null
   fi
 }
 trap finish EXIT
 summary="$LOGS/summary.txt"; : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
 t0=$(date +%s)
-deadline=${HK_DEADLINE_S:-$([[ -n ${OUT:-} ]] && echo 550 || echo 0)}
+deadline=${HK_DEADLINE_S:-$deadline_default}
 # run CMD... under the deadline: skipped (rc 125) when under 20 s remain, else `timeout`ed
 budget() {
   if [[ $deadline -eq 0 ]]; then "$@"; return; fi
@@ -65,8 +78,41 @@ budget() {
   timeout --signal=INT --kill-after=30 "$left" "$@"
 }
 
+# The command line as a user would type it (hk on PATH, the JSON beside it).
+show() {
+  local a words=()
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./,=:@+-]+$ ]]; then words+=("$a"); else words+=("'$a'"); fi
+  done
+  echo "${words[*]}"
+}
+# bench NAME ARGS...: `hk bench ARGS --json bench-NAME.json`; the JSON also records the command
+# and the NVIDIA driver version, which scripts/results-tables.py prints above each table.
+bench() {
+  local name=$1; shift
+  local json="$LOGS/bench-$name.json"
+  budget "$build/hk" bench "$@" --json "$json" >"$LOGS/bench-$name.md" 2>"$LOGS/bench-$name.err"
+  local rc=$?
+  if [[ -f $json ]]; then
+    python3 - "$json" "$(show hk bench "$@" --json "bench-$name.json")" "$driver" <<'PY' || true
+import json, sys
+path, command, driver = sys.argv[1:4]
+with open(path) as f:
+    j = json.load(f)
+j["command"] = command
+if driver:
+    j["driver"] = driver
+with open(path, "w") as f:
+    json.dump(j, f, indent=2)
+    f.write("\n")
+PY
+  fi
+  return $rc
+}
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$LOGS/nvidia-smi.txt" 2>&1
 say "gpu: $(tail -1 "$LOGS/nvidia-smi.txt")"
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 
 # 1. build (release preset, all cores), or the carried prebuilt binaries
 if [[ $prebuilt -eq 1 ]]; then
@@ -96,7 +142,7 @@ fi
 
 # 3. sanitizer sweep
 if want sanitize; then
-  # every 3rd case of each variant by default: the whole sweep outlasts one 10-minute device call
+  # every 3rd case of each variant by default: the whole sweep takes over 10 minutes on an H200
   HK_SANITIZE_STRIDE=${HK_SANITIZE_STRIDE:-3} budget scripts/sanitize.sh "$build" "$LOGS/sanitize" >/dev/null 2>&1
   say "sanitize: rc=$?"; sed 's/^/  /' "$LOGS/sanitize/summary.txt" | tee -a "$summary"
 fi
@@ -119,31 +165,26 @@ fi
 budget "$build/hk" info >"$LOGS/info.txt" 2>&1
 sed -n '/measured ceilings/,$p' "$LOGS/info.txt" | tee -a "$summary"
 if want bench; then
-  budget "$build/hk" bench --json "$LOGS/bench-quick.json" >"$LOGS/bench-quick.md" 2>"$LOGS/bench-quick.err"
+  bench quick
   say "hk bench (quick suite): rc=$?"
 fi
 if want ladders; then
-  # every family's whole ladder, one JSON (the tool returns at most 8 files); HK_LADDER_SHAPES
-  # (space-separated) and HK_LADDER_DTYPES narrow it to the issues' shapes, which fit one call
-  # after tests,sanitize,python (session 5, call 6: ~250 s for 16384x8192 and 4x67108864)
+  # every family's whole ladder but gemm's, one JSON; HK_LADDER_SHAPES (space-separated) and
+  # HK_LADDER_DTYPES narrow it (16384x8192 and 4x67108864 in bf16 and f32: ~250 s on an H200)
   ladder_args=()
   for shape in ${HK_LADDER_SHAPES:-}; do ladder_args+=(--shape "$shape"); done
   [[ -n ${HK_LADDER_DTYPES:-} ]] && ladder_args+=(--dtype "$HK_LADDER_DTYPES")
-  budget "$build/hk" bench $("$build/hk" list --names | grep -v '^gemm$') "${ladder_args[@]}" \
-    --budget-ms "${HK_BUDGET_MS:-400}" --json "$LOGS/bench-all.json" >"$LOGS/bench-all.md" 2>"$LOGS/bench-all.err"
+  bench ladders $("$build/hk" list --names | grep -v '^gemm$') "${ladder_args[@]}" --budget-ms "${HK_BUDGET_MS:-400}"
   say "hk bench (all families but gemm): rc=$?"
 fi
 if want gemm; then
-  # gemm: the tensor-core rungs on every bench shape in bf16, the production rungs (v18, v17; v15 beside v18)
-  # in f16 too; the CUDA-core rungs (seconds per run at 16384^3) at 2048^3 only
-  budget "$build/hk" bench gemm --variant 'baseline_cublaslt,v0[789]*,v1*' --dtype bf16 --budget-ms "${HK_BUDGET_MS:-400}" \
-    --json "$LOGS/bench-gemm.json" >"$LOGS/bench-gemm.md" 2>"$LOGS/bench-gemm.err"
+  # gemm: the tensor-core rungs on every bench shape in bf16, the production rungs (v18, v17; v15
+  # beside v18) in f16 too; the CUDA-core rungs (seconds per run at 16384^3) at 2048^3 only
+  bench gemm gemm --variant 'baseline_cublaslt,v0[789]*,v1*' --dtype bf16 --budget-ms "${HK_BUDGET_MS:-400}"
   say "hk bench gemm (tensor-core rungs, bf16): rc=$?"
-  budget "$build/hk" bench gemm --variant 'v1[578]*' --dtype f16 --budget-ms "${HK_BUDGET_MS:-400}" \
-    --json "$LOGS/bench-gemm-f16.json" >"$LOGS/bench-gemm-f16.md" 2>"$LOGS/bench-gemm-f16.err"
+  bench gemm-f16 gemm --variant 'v1[578]*' --dtype f16 --budget-ms "${HK_BUDGET_MS:-400}"
   say "hk bench gemm (v15, v17, v18, f16): rc=$?"
-  budget "$build/hk" bench gemm --variant 'v0[1-6]*' --shape 2048x2048x2048 --dtype bf16 --budget-ms 300 \
-    --json "$LOGS/bench-gemm-cudacore.json" >"$LOGS/bench-gemm-cudacore.md" 2>"$LOGS/bench-gemm-cudacore.err"
+  bench gemm-cudacore gemm --variant 'v0[1-6]*' --shape 2048x2048x2048 --dtype bf16 --budget-ms 300
   say "hk bench gemm (v01-v06: CUDA-core and mma.sync rungs, 2048^3): rc=$?"
 fi
 # 6. profiling: the CUPTI table, the unfused-vs-fused comparison, one ncu run
@@ -157,7 +198,7 @@ if want profile; then
 fi
 # 7. hardware experiments (when built)
 if want microbench && "$build/hk" microbench --list >/dev/null 2>&1; then
-  budget timeout 300 "$build/hk" microbench --json "$LOGS/bench-microbench.json" >"$LOGS/microbench.md" 2>&1
+  budget timeout 300 "$build/hk" microbench --json "$LOGS/microbench.json" >"$LOGS/microbench.md" 2>&1
   say "hk microbench: rc=$?"
 fi
 say "total: $(( $(date +%s) - t0 ))s"

@@ -3,7 +3,7 @@
 # the package is imported from <build>/python (PYTHONPATH), no install step. GPU tests run when
 # torch sees a CUDA device and skip with their reason otherwise. The log and a JUnit XML go to
 # OUTDIR; the last line printed is pytest's summary. Installs the Python build and test
-# dependencies with pip when they are missing (the GPU box has them already).
+# dependencies with pip when they are missing.
 # Usage: scripts/python-check.sh OUTDIR [--preset NAME]   (default preset: release, reusing
 #        build/release when it exists; CI passes --preset ci)
 set -uo pipefail
@@ -27,7 +27,7 @@ cmake --preset "$preset" -DHK_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v 
 cmake --build --preset "$preset" --target hk_python -j "${HK_JOBS:-$(nproc)}" \
   >"$out/python-build.log" 2>&1 || { tail -50 "$out/python-build.log"; exit 1; }
 
-# With pytest-xdist (on the GPU box) each test runs in a worker process: a crash in native code
+# With pytest-xdist (when installed) each test runs in a worker process: a crash in native code
 # fails that test, names it, and the rest still run.
 workers=()
 "$py" -c "import xdist" 2>/dev/null && workers=(-n "${HK_PYTEST_WORKERS:-4}")

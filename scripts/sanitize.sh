@@ -6,8 +6,8 @@
 #   HK_SANITIZE_FILTER  gtest filter (default: every registry case but the large shapes)
 #   HK_SANITIZE_STRIDE  run every Nth case of each suite (default 1: all); every variant keeps
 #                       at least its first case, so a stride still covers every kernel
-# The whole sweep (~1800 cases x 4 tools) takes longer than one 10-minute device call: split it
-# by tool or by family (e.g. HK_SANITIZE_FILTER='gemm/*').
+# The whole sweep (~1800 cases x 4 tools) takes over 10 minutes on an H200: where a command has a
+# time limit, split it by tool or by family (e.g. HK_SANITIZE_FILTER='gemm/*') or use a stride.
 set -uo pipefail
 build=${1:?usage: scripts/sanitize.sh BUILD_DIR [LOG_DIR]}
 logs=${2:-$build/sanitize}
@@ -26,10 +26,10 @@ if [[ $stride -gt 1 ]]; then
 fi
 # The cuBLAS peers (gemm/baseline_cublas, gemm/baseline_cublaslt, weighted_sum/baseline_cublas)
 # run NVIDIA's kernels, not ours: initcheck does not see cuBLAS's own kernels write the workspace
-# that its split-K reduction (and baseline_cublas's epilogue) then read (session 2, call 2: 634k
-# "uninitialized" reads; session 4: 639 in cublasLt::splitKreduce_kernel, on cases whose every
-# output matched the fp64 reference), and racecheck reports shared-memory hazards inside
-# cuBLAS's nvjet split-K kernels (session 4: 2 reports, 120 hazards). Both tools skip them.
+# that its split-K reduction (and baseline_cublas's epilogue) then read (H200, 2026-11-29: 634k
+# "uninitialized" reads, later 639 in cublasLt::splitKreduce_kernel, on cases whose every output
+# matched the fp64 reference), and racecheck reports shared-memory hazards inside cuBLAS's nvjet
+# split-K kernels (2 reports, 120 hazards). Both tools skip them; memcheck and synccheck run them.
 peer_filter=$filter
 if [[ $filter == *:-* ]]; then peer_filter+=':*/baseline_cublas*'; else peer_filter+=':-*/baseline_cublas*'; fi
 IFS=, read -ra tools <<<"${HK_SANITIZE_TOOLS:-memcheck,racecheck,initcheck,synccheck}"

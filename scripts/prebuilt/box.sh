@@ -1,4 +1,4 @@
-# Sourced on the GPU box (bash): unpacks scripts/prebuilt/pack.sh's build/carry into build/ci,
+# Sourced on the GPU machine (bash): unpacks scripts/prebuilt/pack.sh's build/carry into build/ci,
 # points the loader at the toolkit and the carried libfmt, and builds the Python extension
 # against the prebuilt library in the background (PYEXT_PID; the package is then importable
 # with PYTHONPATH=/tmp/hk-pyext/python). Sets B=build/ci.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Packs this machine's `ci` build for the GPU box, so a device call spends no time building
-# (a fresh box takes ~175 s to build the library; see docs/gpu-runs.md). Writes
+# Packs this machine's `ci` build for a GPU machine, so the GPU machine spends no time building
+# (a fresh H200 machine with 16 cores takes ~175 s to build the library). Writes
 # build/carry/prebuilt.tgz (hk, hk_tests, libhopperkit.so, the generated version header) and
-# build/carry/lib/ (the libfmt this build linked). Pass `carry: ["build/carry"]` to the device
-# tool and start the command with `source scripts/prebuilt/box.sh`.
+# build/carry/lib/ (the libfmt this build linked). Copy build/carry/ to the GPU machine with the
+# working tree and run `scripts/gpu-check.sh --prebuilt` there (or `source scripts/prebuilt/box.sh`).
+# The binaries are built on Debian 12 (gcc 12, glibc 2.36) and run on newer distributions.
 # Usage: scripts/prebuilt/pack.sh   (configures and builds the ci preset first: the configure
 #        step stamps the current commit into hk_version.hpp)
 set -euo pipefail
