@@ -55,4 +55,33 @@ void* zeroed_stream_scratch(cudaStream_t stream, const char* key, size_t bytes) 
   return b.p;
 }
 
+StreamWorkspace::StreamWorkspace(cudaStream_t stream, const char* key, size_t bytes) : stream_(stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  HK_CHECK_CUDA(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    HK_CHECK_CUDA(cudaMallocAsync(&p_, bytes, stream));
+    graph_owned_ = true;
+    return;
+  }
+  int dev = 0;
+  HK_CHECK_CUDA(cudaGetDevice(&dev));
+  Scratch& s = scratch();
+  std::lock_guard<std::mutex> lock(s.mu);
+  Buffer& b = s.buffers[{dev, stream, std::string("workspace:") + key}];
+  if (b.bytes < bytes) {
+    if (b.p) {
+      HK_CHECK_CUDA(cudaStreamSynchronize(stream));  // work queued earlier may still read it
+      HK_CHECK_CUDA(cudaFree(b.p));
+      b = {};
+    }
+    HK_CHECK_CUDA(cudaMalloc(&b.p, bytes));
+    b.bytes = bytes;
+  }
+  p_ = b.p;
+}
+
+StreamWorkspace::~StreamWorkspace() {
+  if (graph_owned_) cudaFreeAsync(p_, stream_);  // a destructor cannot throw; capture reports it
+}
+
 }  // namespace hk::detail

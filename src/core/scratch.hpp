@@ -15,4 +15,24 @@ namespace hk::detail {
 // different buffers. `key` is a string literal naming the user (one buffer per key).
 void* zeroed_stream_scratch(cudaStream_t stream, const char* key, size_t bytes);
 
+// A device buffer of at least `bytes` for work queued on `stream`, contents undefined (operand
+// copies). Outside stream capture it is cached per (device, stream, key) and grown when too
+// small (the old one freed once the stream drains), so steady-state calls allocate nothing.
+// While `stream` is being captured into a graph it is a stream-ordered allocation owned by the
+// graph (cudaMallocAsync, freed stream-ordered by the destructor), so replays never see a buffer
+// that a later call freed. Destroy it after queueing its last use.
+class StreamWorkspace {
+ public:
+  StreamWorkspace(cudaStream_t stream, const char* key, size_t bytes);
+  ~StreamWorkspace();
+  StreamWorkspace(const StreamWorkspace&) = delete;
+  StreamWorkspace& operator=(const StreamWorkspace&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  cudaStream_t stream_;
+  void* p_ = nullptr;
+  bool graph_owned_ = false;
+};
+
 }  // namespace hk::detail

@@ -111,20 +111,55 @@ TEST(GemmCpAsync, RulesNameTheReason) {
   EXPECT_EQ(hk::gemm_cp_async_supports(odd_n, 128), "");
 }
 
-TEST(GemmDispatch, FallbackCoversTmaHostileShapes) {
+// The dispatch never hands a public call to a teaching rung: TMA-hostile shapes (odd K, N, M,
+// unaligned views, broadcast batches, K = 0) go to the packing rung, never down the ladder.
+TEST(GemmDispatch, TmaHostileShapesArePackedNotSentDownTheLadder) {
   auto& reg = hk::Registry::get();
-  hk::GemmProblem p(128, 256, 1001, 1, DType::kBF16, DType::kBF16, false, true);
-  const hk::Variant& v = reg.pick(p);
-  EXPECT_EQ(v.supports(p), "") << v.name();
-  for (const hk::Variant* r : reg.variants("gemm")) {
-    // Every rung either runs the problem or says why; a TMA rung's reason is TMA's rule.
-    std::string why = r->supports(p);
-    if (!why.empty()) {
-      EXPECT_NE(why.find("1001"), std::string::npos) << r->name() << ": " << why;
-    }
-  }
+  hk::GemmProblem odd_k(4096, 4096, 4095, 1, DType::kBF16, DType::kBF16, false, true);
+  hk::Choice c = reg.choose(odd_k);
+  EXPECT_EQ(c.variant->name(), "v19_aligned_pack");
+  ASSERT_EQ(c.declined.size(), 1u);
+  EXPECT_EQ(c.declined[0].first, "v18_stream_k_tail");
+  EXPECT_EQ(c.declined[0].second, "gemm: K*2 bytes must be a multiple of 16 for TMA, got K=4095");
+  hk::GemmProblem odd_n(113, 203, 808, 1, DType::kF16, DType::kF16, false, false);
+  EXPECT_EQ(reg.pick(odd_n).name(), "v19_aligned_pack");
+  hk::GemmProblem unaligned(256, 256, 256, 1, DType::kBF16, DType::kBF16, true, false);
+  unaligned.align_bytes = 2;
+  EXPECT_EQ(reg.pick(unaligned).name(), "v19_aligned_pack");
+  hk::GemmProblem broadcast(64, 72, 136, 3, DType::kBF16, DType::kBF16, false, true);
+  broadcast.batch_stride_b = 0;
+  EXPECT_EQ(reg.pick(broadcast).name(), "v19_aligned_pack");
   hk::GemmProblem k0(8, 8, 0, 1, DType::kBF16, DType::kBF16, false, false);
-  EXPECT_EQ(reg.pick(k0).supports(k0), "");
+  EXPECT_EQ(reg.pick(k0).name(), "v19_aligned_pack");
+  // A decode shape with a K tail: v17 declines the unaligned rows, the copies then run v17.
+  hk::GemmProblem decode_tail(16, 4096, 4095, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(reg.pick(decode_tail).name(), "v19_aligned_pack");
+  // Past TMA's 32-bit coordinates, cuBLAS (it takes int sizes: M = 2^31 + 1 is beyond both).
+  hk::GemmProblem huge(int64_t(1) << 31, 8, 8, 1, DType::kBF16, DType::kBF16, false, false);
+  EXPECT_THROW(reg.choose(huge), hk::Error);
+}
+
+// Every test and bench problem is served by a production rung, and the choice is explainable.
+TEST(GemmDispatch, EveryProblemTakesAProductionRung) {
+  auto& reg = hk::Registry::get();
+  const hk::Family* f = reg.family("gemm");
+  ASSERT_NE(f, nullptr);
+  std::vector<hk::ProblemPtr> all = f->test_problems();
+  for (bool quick : {false, true}) {
+    hk::BenchSelect sel;
+    sel.quick = quick;
+    for (auto& p : f->bench_problems(sel)) all.push_back(p);
+  }
+  for (auto& p : all) {
+    hk::Choice c = reg.choose(*p);
+    EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << p->key() << " -> " << c.variant->name();
+    EXPECT_FALSE(c.why.empty()) << p->key();
+    EXPECT_NE(reg.explain(*p).find(c.variant->name()), std::string::npos);
+  }
+  // The teaching rungs are ladder-only.
+  for (const char* name : {"v01_naive", "v04_register_tiling_2d", "v06_mma_sync_ldmatrix", "v08_wgmma_tma_pipeline",
+                           "v16_pingpong_consumers"})
+    EXPECT_FALSE(reg.variant("gemm", name)->is(hk::kFlagProduction)) << name;
 }
 
 // v17_skinny_m_splitk, the decode-shape default: what it declines and why, and that pick()
@@ -132,7 +167,7 @@ TEST(GemmDispatch, FallbackCoversTmaHostileShapes) {
 TEST(GemmSkinny, SupportsNamesTheReason) {
   const hk::Variant* v = hk::Registry::get().variant("gemm", "v17_skinny_m_splitk");
   ASSERT_NE(v, nullptr);
-  EXPECT_TRUE(v->is(hk::kFlagDefault));
+  EXPECT_TRUE(v->is(hk::kFlagProduction));
   for (int64_t m : {1, 7, 16, 17, 32}) {
     hk::GemmProblem p(m, 263, 136, 1, DType::kBF16, DType::kF32, false, true);
     EXPECT_EQ(v->supports(p), "") << "M=" << m;
@@ -160,9 +195,7 @@ TEST(GemmSkinny, PickSendsDecodeShapesToV17AndTheRestToV18) {
   auto& reg = hk::Registry::get();
   hk::GemmProblem decode(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(reg.pick(decode).name(), "v17_skinny_m_splitk");
-  // v17 is a shape-class default, so pick() tries it before v18 (a higher rung that takes these
-  // shapes too, as v15 does).
-  EXPECT_TRUE(reg.variant("gemm", "v17_skinny_m_splitk")->is(hk::kFlagShapeClass));
+  // The dispatch tries v17 before v18, which can run these shapes too.
   EXPECT_EQ(reg.variant("gemm", "v18_stream_k_tail")->supports(decode), "");
   hk::GemmProblem one(1, 4096, 4096, 1, DType::kF16, DType::kF16, false, true);
   EXPECT_EQ(reg.pick(one).name(), "v17_skinny_m_splitk");

@@ -1,4 +1,4 @@
-// gemm/reference.cpp — the fp64 oracle, the op contract's numbers, TMA's rules, the family (test
+// gemm/gemm.cpp — the fp64 oracle, the op contract's numbers, TMA's rules, the family (test
 // and bench shapes) and the public entry point hk::gemm.
 #include <fmt/format.h>
 
