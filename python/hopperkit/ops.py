@@ -424,7 +424,7 @@ def matmul(a: Any, b: Any, bias: Any = None, activation: str | None = None) -> A
     strided bias) are copied to contiguous first. A 3-D ``a`` with a 2-D ``b`` folds the batch
     into M (a view when ``a``'s batch and row strides allow, else a copy of ``a``); a 2-D ``a``
     with a 3-D ``b``, or a batch of one against a batch of n, repeats as a stride-0 batch (no
-    copy; the TMA rungs refuse stride-0 batches, so such products run on a lower rung).
+    copy; the kernels read it through an aligned copy, since TMA cannot describe a stride-0 batch).
 
     Differentiable in ``a``, ``b`` and ``bias``: dA = dZ B^T and dB = A^T dZ run through this
     op, dZ = dY times the activation's derivative (torch's relu/gelu backward; GeLU recomputes

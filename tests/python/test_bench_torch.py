@@ -1,0 +1,60 @@
+"""python -m hopperkit.bench: the public ops against PyTorch, and hk.explain."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hopperkit as hk
+
+
+def test_importing_the_module_keeps_hk_bench_callable():
+    import hopperkit.bench as tb
+
+    assert callable(hk.bench)
+    assert callable(tb.main) and callable(tb.run)
+
+
+def test_markdown_reports_ratios_to_eager_and_the_best_peer():
+    import hopperkit.bench as tb
+
+    doc = {"rows": [
+        {"op": "softmax", "variant": "hopperkit", "problem": "p", "status": "ok", "median_us": 50.0,
+         "speedup_vs_baseline": 2.0, "vs_best_peer": 1.25},
+        {"op": "softmax", "variant": "torch", "problem": "p", "status": "ok", "median_us": 100.0},
+        {"op": "softmax", "variant": "torch.compile", "problem": "p", "status": "ok", "median_us": 62.5},
+        {"op": "gelu", "variant": "hopperkit", "problem": "q", "status": "FAIL: 3 elements"},
+    ]}
+    text = tb.markdown(doc)
+    assert "| softmax | p | 50.0 | 100.0 | 62.5 | 2.00x | 1.25x |" in text
+    assert "| gelu | q | FAIL: 3 elements |" in text
+
+
+def test_explain_names_the_packing_rung_for_an_odd_k():
+    # Metadata only: host arrays describe the problem. x @ W^T with K = 4095 is not
+    # TMA-describable as given; the dispatch packs it rather than walking down the ladder.
+    x = np.zeros((64, 4095), np.float16)
+    w = np.zeros((128, 4095), np.float16)
+    text = hk.explain("gemm", x, w.T)
+    assert text.splitlines()[0].split(": ")[1].startswith("v19_aligned_pack")
+    assert "passed over v18_stream_k_tail: gemm: K*2 bytes must be a multiple of 16 for TMA, got K=4095" in text
+    aligned = hk.explain("gemm", np.zeros((256, 512), np.float16), np.zeros((128, 512), np.float16).T)
+    assert "v18_stream_k_tail" in aligned.splitlines()[0]
+
+
+def test_variants_mark_production_and_ladder_rungs():
+    vs = {v.name: v for v in hk.variants("gemm")}
+    assert vs["v18_stream_k_tail"].is_production
+    assert vs["v19_aligned_pack"].is_production
+    assert not vs["v04_register_tiling_2d"].is_production
+
+
+def test_torch_bench_quick_runs_on_the_gpu(cuda):
+    import hopperkit.bench as tb
+
+    doc = tb.run(["softmax", "matmul"], quick=True, samples=3, compile=False, progress=False)
+    ours = [r for r in doc["rows"] if r["variant"] == "hopperkit"]
+    assert {r["op"] for r in ours} == {"softmax", "matmul"}
+    for r in ours:
+        assert r["status"] == "ok", r
+        assert r["median_us"] > 0 and r["speedup_vs_baseline"] > 0
