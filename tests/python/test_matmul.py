@@ -146,6 +146,33 @@ def test_empty_and_k_zero(dev):
     assert hk.matmul(torch.empty(0, 3, 8, dtype=dtype, device=dev), b).shape == (0, 3, 5)
 
 
+def misaligned(rows, cols, dtype, device, offset=1):
+    """A contiguous [rows, cols] view that starts `offset` elements into its storage: a base
+    address TMA cannot take (2-byte aligned)."""
+    flat = small_ints((rows * cols + offset,), dtype, device)
+    return flat[offset:].view(rows, cols)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_operands_tma_cannot_describe_match_torch_exactly(dev, dtype):
+    # x @ W^T with K = 4095 (rows of 8190 bytes), a view one element into its buffer, a
+    # transposed misaligned weight and an odd N: the dispatch copies what TMA cannot read into
+    # aligned scratch (v19_aligned_pack) rather than running a teaching rung.
+    cases = [
+        (small_ints((300, 4095), dtype, dev), small_ints((520, 4095), dtype, dev).t()),
+        (misaligned(257, 136, dtype, dev), small_ints((136, 263), dtype, dev)),
+        (small_ints((64, 96), dtype, dev), misaligned(72, 96, dtype, dev, offset=3).t()),
+        (misaligned(33, 1001, dtype, dev), misaligned(1001, 7, dtype, dev, offset=5)),
+    ]
+    for a, b in cases:
+        if dev.type == "cuda":
+            assert "v19_aligned_pack" in hk.explain("gemm", a, b).splitlines()[0]
+        torch.testing.assert_close(hk.matmul(a, b), reference(a, b).to(dtype), rtol=0, atol=0)
+        bias = small_ints((b.shape[1],), dtype, dev)
+        torch.testing.assert_close(hk.matmul(a, b, bias, "relu"), reference(a, b, bias, "relu").to(dtype), rtol=0,
+                                   atol=0)
+
+
 def grad_tolerance(dtype, length):
     """dZ = dY act'(Z) is rounded to the dtype (an ulp per term, random signs: sqrt(length)
     terms of size ~1 add up), then the product rounds once more."""
