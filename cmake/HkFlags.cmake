@@ -1,4 +1,4 @@
-# One flag set for all code (DESIGN.md §7). Everything links hk_flags.
+# One flag set for all code (docs/design.md §7). Everything links hk_flags.
 add_library(hk_flags INTERFACE)
 target_compile_options(hk_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hopperkit builds against, where they are missing (no-op when all
-# are present, as on the GPU box, which has no package access). Needs the CUDA 13 toolkit.
+# are present, as on a machine without package access that has them preinstalled). Needs the CUDA 13 toolkit.
 set -euo pipefail
 need=()
 [[ -f /usr/include/CLI/CLI.hpp ]] || need+=(libcli11-dev)

@@ -1,4 +1,4 @@
-// hk/registry.hpp — the variant registry: the spine of hopperkit (DESIGN.md §1).
+// hk/registry.hpp — the variant registry: the spine of hopperkit (docs/design.md §1).
 //
 // A family (gelu, softmax, gemm, ...) registers one hk::Family: its op contract (problems with
 // flops(), bytes(), tensor specs, an fp64 CPU reference and a tolerance) plus its test and bench
@@ -94,7 +94,7 @@ class Attrs {
   std::map<std::string, AttrValue> values_;
 };
 
-// One problem of one family: the op contract (DESIGN.md §3). Families derive from it.
+// One problem of one family: the op contract (docs/design.md §3). Families derive from it.
 class Problem {
  public:
   virtual ~Problem() = default;

@@ -12,7 +12,7 @@ variant, problem, status, flops, bytes, median_us, tflops, tbps, speedup_vs_base
 * ``scaling-<family>-<config>``: when a sweep is present (one configuration benchmarked at three
   or more sizes), throughput against problem size, one line per variant.
 
-Plots are drawn from JSON only, never from printed tables (DESIGN.md §6). Needs matplotlib.
+Plots are drawn from JSON only, never from printed tables (docs/design.md §6). Needs matplotlib.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// bench/bench.hpp — the benchmark harness behind `hk bench` (DESIGN.md §6).
+// bench/bench.hpp — the benchmark harness behind `hk bench` (docs/design.md §6).
 //
 // verify-then-time: each (problem, variant) is first checked against the fp64 reference on
 // fresh random inputs; a wrong variant's row says FAIL and is not timed. Timing uses CUDA events

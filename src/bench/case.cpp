@@ -35,7 +35,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 // page-locked for the copy: a pageable copy goes through the driver's staging buffer, and hk
 // bench copies every variant's 2^27-2^28-element output. Registering costs a page walk, a few
 // ms for 256 MB; if it fails the copy runs pageable. (With it, a full check of a 2^27-element
-// softmax output took 0.09 s on the H200 box, session 4.)
+// softmax output took 0.09 s on a 16-core H200 host, 2026-11.)
 static void copy_pinned(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (bytes == 0) return;
   // Registered for this copy only, and unregistered even when the copy throws: a buffer left
@@ -212,7 +212,7 @@ CheckResult Case::check() {
     }
     // Padding between strided rows must still be poison: nothing may write outside the view.
     // NOTE: skipped for explicit strides that are contiguous (no padding to check): the offset
-    // walk took ~1.5 s per 2^27-element output on the H200 box (session 4: rmsnorm's and the
+    // walk took ~1.5 s per 2^27-element output on a 16-core H200 host (2026-11: rmsnorm's and the
     // broadcast ops' outputs carry their row stride explicitly; softmax's, without it, 0.09 s).
     if (!spec.strides.empty() && spec.strides != contiguous_strides(spec.shape) && spec.dtype != DType::kI4) {
       std::vector<uint8_t> touched(storage.size(), 0);

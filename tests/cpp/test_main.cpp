@@ -1,5 +1,5 @@
 // The one test binary's main: registers one test per (family, variant, test problem) from the
-// registry (DESIGN.md §5), then runs everything. Without a GPU those tests skip with the reason.
+// registry (docs/design.md §5), then runs everything. Without a GPU those tests skip with the reason.
 #include <gtest/gtest.h>
 
 #include "hk/device.hpp"

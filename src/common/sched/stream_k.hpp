@@ -28,7 +28,7 @@ struct StreamKSplit {
 
   // A split costs each cluster about this many k-blocks' time (a partial tile stored and one
   // read back, an extra piece): it is made only where the last wave idles the clusters longer.
-  // NOTE: measured on the H200 (session 6, call 2), splitting every partial last wave: 4096^3
+  // NOTE: measured on the H200 (2026-11-28), splitting every partial last wave: 4096^3
   // (8 k-blocks idle per cluster on average) ran 2% slower than whole tiles, 8192x8192x1024
   // (8) the same, 4096x14336x4096 (27) 1.7% faster, 8192^3 (62) and 16384^3 (240) 1-2%
   // faster: ~12 k-blocks of cost per cluster.
