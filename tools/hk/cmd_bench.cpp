@@ -56,6 +56,20 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     nlohmann::json j = hk::bench::to_json(rows, req);
+    // The command that reproduces the run (what docs' results tables print).
+    std::string command = "hk bench";
+    for (auto& f : req.families) command += " " + f;
+    if (!req.variant_glob.empty()) command += " --variant '" + req.variant_glob + "'";
+    for (auto& s : req.select.shapes) command += " --shape " + s;
+    if (!req.select.dtypes.empty()) {
+      command += " --dtype ";
+      for (size_t i = 0; i < req.select.dtypes.size(); ++i)
+        command += (i ? "," : "") + std::string(hk::to_string(req.select.dtypes[i]));
+    }
+    if (req.time.warm) command += " --warm";
+    if (req.select.quick && !req.families.empty()) command += " --quick";
+    command += fmt::format(" --budget-ms {:g}", req.time.budget_ms);
+    j["command"] = command;
     j["stopped"] = stopped_by != 0;  // a run cut short by a signal: not every planned row is here
     out << j.dump(2) << "\n";
     if (!out) {
