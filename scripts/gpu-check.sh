@@ -131,7 +131,7 @@ else
   grep -E "spill|stack frame|lmem" "$LOGS/build.log" | sort -u >"$LOGS/ptxas-notes.txt"
 fi
 
-# 2. every GPU test, one process (the ctest entries are the same cases, one process each)
+# 2. every GPU test, one process (ctest runs the same cases as gtest shards)
 if want tests; then
 budget "$build/tests/cpp/hk_tests" --gtest_output="json:$LOGS/tests.json" >"$LOGS/tests.log" 2>&1
 rc=$?
