@@ -1,0 +1,499 @@
+// attention/hopper_attention.cuh — the FlashAttention forward on TMA and wgmma, shared by the
+// Hopper rungs, each a policy (what it turns on) over the same body.
+//
+// A CTA of three warpgroups owns 128 query rows of one (batch, query head). One thread of the
+// producer warpgroup loads Q once and streams K and V tiles (128 keys x D) with TMA into a
+// two-slot ring per operand (common/pipeline.cuh: full/empty mbarriers with phase bits). Each
+// of the two consumer warpgroups (64 query rows, 240 registers through setmaxnreg) runs
+//   S = Q K^T   wgmma m64n128k16, both operands in shared memory (K-major);
+//   softmax     online, on S in registers: exp2 with scale * log2(e) folded in, masks and
+//               softcap applied to the scores, the key blocks no row of the tile can see never
+//               loaded; keys past Sk and queries past Sq arrive zero-filled from TMA;
+//   O += P V    wgmma m64nDk16 with P from registers — S's accumulator fragment is, pair for
+//               pair, the A-operand fragment, so P never touches shared memory — and V read
+//               MN-major (D contiguous) through the instruction's transpose bit.
+// A consumer releases a K slot as soon as its S is computed and a V slot once its PV retired.
+// Policy switches (see the rung files):
+//   kIntraWgOverlap  issue S of block n + 1 together with PV of block n, so the softmax of n + 1
+//                    runs while PV(n) does; only O's rescale waits for it
+//   kPingpong        the two consumer warpgroups take turns issuing their GEMMs (named
+//                    barriers), so one's softmax overlaps the other's MMAs
+// Needs: sm_90a; bf16 or f16; D = 64 or 128; Sk >= 1; q, k, v 16-byte aligned with (batch, seq,
+// head) strides multiples of 8 elements (TMA's 16 bytes); o with even strides; forward only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "attention/attention_op.hpp"
+#include "common/launch.cuh"
+#include "common/pipeline.cuh"
+#include "common/ptx/mbarrier.cuh"
+#include "common/ptx/named_barrier.cuh"
+#include "common/ptx/smem_desc.hpp"
+#include "common/ptx/tma.cuh"
+#include "common/ptx/wgmma.cuh"
+
+namespace hk::attn_hopper {
+
+// The tile shape: kD_ and the policy P (the rung's step over the previous one).
+template <int kD_, class P>
+struct Cfg : P {
+  static constexpr int kD = kD_;
+  static constexpr int kBlockM = 128;  // two consumer warpgroups of 64 query rows
+  static constexpr int kBlockN = 128;  // keys per K/V tile
+  static constexpr int kStages = 2;
+  static constexpr int kChunks = kD / 64;  // 128-byte (64-element) column chunks per row: TMA boxes
+  static constexpr int kQBytes = kBlockM * kD * 2;
+  static constexpr int kTileBytes = kBlockN * kD * 2;  // one K or V slot
+  static constexpr int kThreads = 384;
+  static constexpr int kBarrierBytes = 2 * PipelineRing<kStages>::kBarrierBytes + 8;
+  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kBarrierBytes;
+};
+
+__device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2,
+                                            int32_t c3, uint64_t* bar) {
+  const int32_t coords[4] = {c0, c1, c2, c3};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, map, coords, bar);
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// d (+)= A B for one m64n64k16 step, A from registers (four 32-bit registers of 16-bit pairs per
+// thread, mma.sync's m16n8k16 A fragment per warp), B an MN-major shared-memory tile.
+template <class T>
+__device__ __forceinline__ void wgmma_rs_m64n64k16_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                    int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  } else {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+}
+
+// d (+)= A B for one m64n128k16 step, A from registers (four 32-bit registers of 16-bit pairs per
+// thread, mma.sync's m16n8k16 A fragment per warp), B an MN-major shared-memory tile.
+template <class T>
+__device__ __forceinline__ void wgmma_rs_m64n128k16_tb(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                    int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  } else {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+}
+
+
+template <class T, int kD>
+__device__ __forceinline__ void wgmma_pv(float (&o)[kD / 2], const uint32_t (&a)[4], uint64_t desc_b) {
+  if constexpr (kD == 64) wgmma_rs_m64n64k16_tb<T>(o, a, desc_b, 1);
+  else wgmma_rs_m64n128k16_tb<T>(o, a, desc_b, 1);
+}
+
+struct FwdParams {
+  int seqlen_q, seqlen_k, heads_q, group;
+  int64_t window_left, window_right;  // causal folded in
+  float scale_log2;                   // scale * log2(e) (no softcap)
+  float cap_in, cap_out;              // softcap: x = cap_out * tanh(s * cap_in) in log2 units; cap_out 0: off
+  void* o;
+  AttnStrides so;
+  float* lse;
+};
+
+// The key blocks [lo, hi) that query rows m0 .. m0 + kBlockM - 1 can see.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ void key_blocks(const FwdParams& p, int m0, int& lo, int& hi) {
+  const int last = min(m0 + kBlockM, p.seqlen_q) - 1;
+  const KeyRange first_row = attn_key_range(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+  const KeyRange last_row = attn_key_range(last, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+  lo = static_cast<int>(first_row.lo / kBlockN);
+  hi = last_row.hi < first_row.lo ? lo : static_cast<int>(last_row.hi / kBlockN) + 1;
+}
+
+// The online softmax of one S tile (log2 units) for the two rows a thread holds: masks and
+// softcap applied, s turned into P in place, the row maxima and partial sums updated; returns
+// through scale_o the factor each row's O accumulators must be multiplied by.
+template <int kBlockN>
+__device__ __forceinline__ void online_softmax(const FwdParams& p, float (&s)[kBlockN / 2], int key_base,
+                                               const KeyRange (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
+                                               float (&scale_o)[2]) {
+  float blk_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float x = s[4 * j + 2 * h + c];
+        x = p.cap_out != 0.f ? p.cap_out * tanhf(x * p.cap_in) : x * p.scale_log2;
+        const int key = key_base + 8 * j + c;
+        if (key < keys[h].lo || key > keys[h].hi) x = -INFINITY;
+        s[4 * j + 2 * h + c] = x;
+        blk_max[h] = fmaxf(blk_max[h], x);
+      }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    blk_max[h] = fmaxf(blk_max[h], __shfl_xor_sync(0xffffffff, blk_max[h], 1));
+    blk_max[h] = fmaxf(blk_max[h], __shfl_xor_sync(0xffffffff, blk_max[h], 2));
+    const float m_new = fmaxf(row_max[h], blk_max[h]);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet
+    scale_o[h] = exp2f(row_max[h] - m_use);
+    row_max[h] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float e = exp2f(s[4 * j + 2 * h + c] - m_use);
+        s[4 * j + 2 * h + c] = e;
+        sum += e;
+      }
+    row_sum[h] = row_sum[h] * scale_o[h] + sum;
+  }
+}
+
+// P as the A operand: n8 blocks 2 kk and 2 kk + 1 of S are k16 step kk's fragment.
+template <class T, int kBlockN>
+__device__ __forceinline__ void pack_p(const float (&s)[kBlockN / 2], uint32_t (&pa)[kBlockN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+template <int kD>
+__device__ __forceinline__ void scale_rows(float (&o)[kD / 2], const float (&scale_o)[2]) {
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) o[4 * j + 2 * h] *= scale_o[h], o[4 * j + 2 * h + 1] *= scale_o[h];
+}
+
+// S = Q K^T: K-major operands; a k16 step is 32 bytes along a 128-byte swizzled row, a 64-wide D
+// chunk is a tile's chunk apart.
+template <class T, class C>
+__device__ __forceinline__ void issue_qk(float (&s)[C::kBlockN / 2], uint32_t q_addr, uint32_t k_addr) {
+#pragma unroll
+  for (int kk = 0; kk < C::kD / 16; ++kk) {
+    const uint64_t da = ptx::make_smem_desc_sw128(q_addr + (kk / 4) * C::kBlockM * 128 + (kk % 4) * 32, 0, 1024);
+    const uint64_t db = ptx::make_smem_desc_sw128(k_addr + (kk / 4) * C::kBlockN * 128 + (kk % 4) * 32, 0, 1024);
+    ptx::wgmma_m64n128k16<T, false, false>(s, da, db, kk > 0);
+  }
+}
+
+// O += P V: V is MN-major (D contiguous); a k16 step is 16 rows = 2048 bytes, 64-wide D chunks
+// are a tile's chunk apart (the descriptor's leading byte offset).
+template <class T, class C>
+__device__ __forceinline__ void issue_pv(float (&o)[C::kD / 2], const uint32_t (&pa)[C::kBlockN / 16][4],
+                                         uint32_t v_addr) {
+#pragma unroll
+  for (int kk = 0; kk < C::kBlockN / 16; ++kk)
+    wgmma_pv<T, C::kD>(o, pa[kk], ptx::make_smem_desc_sw128(v_addr + kk * 2048, C::kBlockN * 128, 1024));
+}
+
+// Pingpong: the two consumer warpgroups take turns issuing their GEMMs, named barrier 1 + w
+// opening warpgroup w's turn, so one's softmax runs while the other's MMAs do.
+template <class C>
+__device__ __forceinline__ void turn_wait(int cw) {
+  if constexpr (C::kPingpong) ptx::named_barrier_sync(1 + cw, 256);
+}
+template <class C>
+__device__ __forceinline__ void turn_pass(int cw) {
+  if constexpr (C::kPingpong) ptx::named_barrier_arrive(1 + (cw ^ 1), 256);
+}
+
+template <class T, class C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    attention_hopper_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                            const __grid_constant__ CUtensorMap map_v, const FwdParams p) {
+  constexpr int kD = C::kD, kBlockN = C::kBlockN, kStages = C::kStages;
+  static_assert(!C::kPingpong || C::kIntraWgOverlap, "the ping-pong turns are taken in the overlapped loop");
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* s_q = smem;
+  uint8_t* s_k = s_q + C::kQBytes;
+  uint8_t* s_v = s_k + kStages * C::kTileBytes;
+  uint8_t* bars = s_v + kStages * C::kTileBytes;
+  const PipelineRing<kStages> kring = PipelineRing<kStages>::at(bars);
+  const PipelineRing<kStages> vring = PipelineRing<kStages>::at(kring.end());
+  uint64_t* q_full = static_cast<uint64_t*>(vring.end());
+
+  const int hq = blockIdx.y, b = blockIdx.z;
+  const int hkv = hq / p.group;
+  const int m0 = blockIdx.x * C::kBlockM;
+  int n_lo, n_hi;
+  key_blocks<C::kBlockM, kBlockN>(p, m0, n_lo, n_hi);
+
+  if (threadIdx.x == 0) {
+    kring.init(256);
+    vring.init(256);
+    ptx::mbar_init(q_full, 1);
+    ptx::mbar_fence_init();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {  // producer warpgroup: one thread issues every copy
+    ptx::setmaxnreg_dec<24>();
+    if (threadIdx.x == 0) {
+      ptx::prefetch_tensor_map(&map_q);
+      ptx::prefetch_tensor_map(&map_k);
+      ptx::prefetch_tensor_map(&map_v);
+      ptx::mbar_arrive_expect_tx(q_full, C::kQBytes);
+#pragma unroll
+      for (int c = 0; c < C::kChunks; ++c) tma_load_4d(s_q + c * C::kBlockM * 128, &map_q, 64 * c, m0, hq, b, q_full);
+      PipelineState<kStages> st;
+      for (int n = n_lo; n < n_hi; ++n, ++st) {
+        kring.producer_acquire(st);
+        kring.producer_expect_tx(st, C::kTileBytes);
+#pragma unroll
+        for (int c = 0; c < C::kChunks; ++c)
+          tma_load_4d(s_k + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_k, 64 * c, n * kBlockN, hkv, b,
+                      kring.full_barrier(st));
+        vring.producer_acquire(st);
+        vring.producer_expect_tx(st, C::kTileBytes);
+#pragma unroll
+        for (int c = 0; c < C::kChunks; ++c)
+          tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_v, 64 * c, n * kBlockN, hkv, b,
+                      vring.full_barrier(st));
+      }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups ----
+  ptx::setmaxnreg_inc<240>();
+  const int cw = wg - 1;  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int row_base = m0 + 64 * cw + 16 * warp + lane / 4;  // + 8 h
+  KeyRange keys[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    keys[h] = attn_key_range(row_base + 8 * h, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+
+  float o[kD / 2];
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f}, scale_o[2];
+  float s[kBlockN / 2];
+  uint32_t pa[kBlockN / 16][4];
+
+  ptx::mbar_wait(q_full, 0);
+  const uint32_t q_addr = smem_u32(s_q) + cw * 64 * 128;
+  auto k_addr = [&](const PipelineState<kStages>& st) { return smem_u32(s_k + st.stage() * C::kTileBytes); };
+  auto v_addr = [&](const PipelineState<kStages>& st) { return smem_u32(s_v + st.stage() * C::kTileBytes); };
+  const int key_lane = 2 * (lane % 4);
+  PipelineState<kStages> st;
+  if constexpr (!C::kIntraWgOverlap) {
+    for (int n = n_lo; n < n_hi; ++n, ++st) {
+      kring.consumer_wait(st);
+      ptx::wgmma_fence();
+      issue_qk<T, C>(s, q_addr, k_addr(st));
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<0>();
+      ptx::wgmma_fence_operands(s);
+      kring.consumer_release(st);
+      online_softmax<kBlockN>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+      scale_rows<kD>(o, scale_o);
+      pack_p<T, kBlockN>(s, pa);
+      vring.consumer_wait(st);
+      ptx::wgmma_fence();
+      issue_pv<T, C>(o, pa, v_addr(st));
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<0>();
+      ptx::wgmma_fence_operands(o);
+      vring.consumer_release(st);
+    }
+  } else if (n_lo < n_hi) {
+    // S of block n + 1 is issued with PV of block n: the softmax of n + 1 runs while PV(n) does;
+    // only O's rescale waits for it.
+    if constexpr (C::kPingpong)
+      if (cw == 1) ptx::named_barrier_arrive(1, 256);  // warpgroup 0 issues first
+    turn_wait<C>(cw);
+    kring.consumer_wait(st);
+    ptx::wgmma_fence();
+    issue_qk<T, C>(s, q_addr, k_addr(st));
+    ptx::wgmma_commit_group();
+    if (n_lo + 1 < n_hi || cw == 0) turn_pass<C>(cw);
+    ptx::wgmma_wait_group<0>();
+    ptx::wgmma_fence_operands(s);
+    kring.consumer_release(st);
+    online_softmax<kBlockN>(p, s, n_lo * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+    pack_p<T, kBlockN>(s, pa);
+    PipelineState<kStages> sv = st;
+    ++st;
+    for (int n = n_lo + 1; n < n_hi; ++n, ++st) {
+      turn_wait<C>(cw);
+      kring.consumer_wait(st);
+      ptx::wgmma_fence();
+      issue_qk<T, C>(s, q_addr, k_addr(st));
+      ptx::wgmma_commit_group();
+      vring.consumer_wait(sv);
+      issue_pv<T, C>(o, pa, v_addr(sv));
+      ptx::wgmma_commit_group();
+      // Warpgroup 1 passes no turn after its last one: warpgroup 0 waits for no more.
+      if (n + 1 < n_hi || cw == 0) turn_pass<C>(cw);
+      ptx::wgmma_wait_group<1>();
+      ptx::wgmma_fence_operands(s);
+      kring.consumer_release(st);
+      online_softmax<kBlockN>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+      ptx::wgmma_wait_group<0>();
+      ptx::wgmma_fence_operands(o);
+      vring.consumer_release(sv);
+      scale_rows<kD>(o, scale_o);
+      pack_p<T, kBlockN>(s, pa);
+      sv = st;
+    }
+    vring.consumer_wait(sv);
+    ptx::wgmma_fence();
+    issue_pv<T, C>(o, pa, v_addr(sv));
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    ptx::wgmma_fence_operands(o);
+    vring.consumer_release(sv);
+  }
+
+  // Epilogue: O / l rounded once, two adjacent columns per store; LSE in natural log.
+  T* out = static_cast<T*>(p.o);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = row_sum[h];
+    l += __shfl_xor_sync(0xffffffff, l, 1);
+    l += __shfl_xor_sync(0xffffffff, l, 2);
+    const int row = row_base + 8 * h;
+    if (row >= p.seqlen_q) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    T* orow = out + int64_t(b) * p.so.b + int64_t(row) * p.so.s + int64_t(hq) * p.so.h + key_lane;
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j)
+      *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+    if (lane % 4 == 0)
+      p.lse[(int64_t(b) * p.heads_q + hq) * p.seqlen_q + row] =
+          l > 0.f ? (row_max[h] + log2f(l)) * 0.69314718055994531f : -INFINITY;
+  }
+}
+
+// A rank-4 (D, S, H, B) map of a [B, S, H, D]-indexed operand with 128-byte (64-element) boxes of
+// `rows` rows. Strides of extent-1 dims are not used by TMA but must be legal: the span below.
+inline CUtensorMap operand_map(const void* base, DType dt, int64_t s, int64_t h, int64_t bsz, int64_t d, const AttnStrides& st,
+                        uint32_t rows) {
+  const uint64_t dims[4] = {uint64_t(d), uint64_t(s), uint64_t(h), uint64_t(bsz)};
+  uint64_t stride_s = uint64_t(st.s) * 2, stride_h = uint64_t(st.h) * 2, stride_b = uint64_t(st.b) * 2;
+  if (s == 1) stride_s = uint64_t(d) * 2 > 16 ? ceil_div(d * 2, 16) * 16 : 16;
+  if (h == 1) stride_h = stride_s * uint64_t(s);
+  if (bsz == 1) stride_b = stride_h * uint64_t(h);
+  const uint64_t strides[3] = {stride_s, stride_h, stride_b};
+  const uint32_t box[4] = {64, rows, 1, 1}, unit[4] = {1, 1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r = ptx::tensor_map_encoder()(
+      &map, dt == DType::kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+      const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    HK_THROW(kCuda, "attention: cuTensorMapEncodeTiled failed (CUresult ", int(r), ") for [", bsz, ", ", s, ", ",
+             h, ", ", d, "] with strides (", st.b, ", ", st.s, ", ", st.h, ")");
+  return map;
+}
+
+template <class T, int kD, class P>
+void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name) {
+  using C = Cfg<kD, P>;
+  FwdParams p{};
+  p.seqlen_q = static_cast<int>(a.seqlen_q), p.seqlen_k = static_cast<int>(a.seqlen_k);
+  p.heads_q = static_cast<int>(a.heads_q), p.group = static_cast<int>(a.heads_q / a.heads_kv);
+  p.window_left = a.window_left, p.window_right = a.window_right;
+  constexpr float kLog2e = 1.4426950408889634f;
+  p.scale_log2 = a.scale * kLog2e;
+  p.cap_in = a.softcap > 0.f ? a.scale / a.softcap : 0.f;
+  p.cap_out = a.softcap > 0.f ? a.softcap * kLog2e : 0.f;
+  p.o = a.out, p.so = a.so, p.lse = a.lse_out;
+  const CUtensorMap mq = operand_map(a.q, a.dtype, a.seqlen_q, a.heads_q, a.batch, kD, a.sq, C::kBlockM);
+  const CUtensorMap mk = operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sk, C::kBlockN);
+  const CUtensorMap mv = operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sv, C::kBlockN);
+  auto kernel = attention_hopper_kernel<T, C>;
+  static const bool configured = [&] {
+    HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  dim3 grid(static_cast<unsigned>(ceil_div(a.seqlen_q, C::kBlockM)), static_cast<unsigned>(a.heads_q),
+            static_cast<unsigned>(a.batch));
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(mq, mk, mv, p);
+  HK_CHECK_LAUNCH(name);
+}
+
+// Launches the kernel of policy P for a's dtype and head dim (64 or 128).
+template <class P>
+void launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream, const char* name) {
+  auto with_d = [&](auto t) {
+    using T = decltype(t);
+    if (a.head_dim == 64) launch_typed<T, 64, P>(a, stream, name);
+    else launch_typed<T, 128, P>(a, stream, name);
+  };
+  if (a.dtype == DType::kF16) with_d(__half{});
+  else with_d(__nv_bfloat16{});
+}
+
+// What the TMA/wgmma kernels can run ("" = all of p); `rung` names the caller in the reasons.
+inline std::string hopper_attention_supports(const AttentionProblem& p, const char* rung) {
+  const std::string r = std::string("attention: ") + rung;
+  if (p.backward) return r + " is a forward kernel";
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return r + " takes bf16 or f16";
+  if (p.head_dim != 64 && p.head_dim != 128)
+    return r + " is built for D = 64 and 128, got D=" + std::to_string(p.head_dim);
+  if (p.seqlen_k < 1) return r + " needs Sk >= 1 (a TMA extent), got Sk=0";
+  if (p.align_bytes < 16) return r + " needs 16-byte aligned operands (TMA)";
+  for (const AttnStrides* s : {&p.str_q, &p.str_k, &p.str_v})
+    if (s->b % 8 || s->s % 8 || s->h % 8)
+      return r + " needs q, k, v strides that are multiples of 8 elements (TMA's 16 bytes)";
+  if (p.str_o.b % 2 || p.str_o.s % 2 || p.str_o.h % 2) return r + " stores o in pairs: even o strides";
+  for (int64_t v : {p.batch, p.heads_q})
+    if (v > 65535) return r + "'s grid takes B and Hq up to 65535";
+  for (int64_t v : {p.seqlen_q, p.seqlen_k})
+    if (v > INT32_MAX) return r + " takes sequence lengths below 2^31";
+  return "";
+}
+
+}  // namespace hk::attn_hopper
