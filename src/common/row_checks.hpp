@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
 #include "hk/error.hpp"
 #include "hk/registry.hpp"
@@ -100,6 +101,44 @@ inline double out_rel(DType dt) {
 inline double acc_rel(int64_t n) { return 8.0 * std::sqrt(double(std::max<int64_t>(n, 1))) * 0x1p-24; }
 // Absolute error allowed on a sum of n random-sign terms of size ~1: acc_rel(n) * sqrt(n).
 inline double acc_abs(int64_t n) { return acc_rel(n) * std::sqrt(double(std::max<int64_t>(n, 1))); }
+
+}  // namespace hk::rows
+
+// The pipelined row rungs (weighted_sum v03, softmax v05, rmsnorm v05; device side in
+// common/row_slice.cuh): 256-thread blocks, a block per row, thread t holding 16-byte vectors
+// t, t + 256, ... of every row, at most kMaxPer of them (two rows in flight plus a per-column
+// slice fit the register budget).
+namespace hk::pipelined_rows {
+
+constexpr int kThreads = 256;
+constexpr int kMaxPer = 8;
+constexpr int64_t kMinRows = 512;
+constexpr int64_t kMinVecs = 128;
+
+// What a pipelined rung cannot run ("" when it can): rows of `cols` elements of `esize` bytes
+// that are not whole 16-byte vectors (no tail code), or longer than 256 threads x kMaxPer
+// vectors. `len` names the row length in the message ("D", "cols").
+inline std::string refusal(int64_t esize, int64_t cols, const char* len) {
+  if ((cols * esize) % 16 != 0)
+    return "rows of " + std::to_string(cols) + " elements are not whole 16-byte vectors (" + len + " * " +
+           std::to_string(esize) + " bytes must be a multiple of 16)";
+  const int64_t max_cols = int64_t(kThreads) * kMaxPer * (16 / esize);
+  if (cols > max_cols)
+    return "rows of " + std::to_string(cols) + " elements do not fit in registers (at most " +
+           std::to_string(max_cols) + ": 256 threads x 8 vectors of 16 bytes)";
+  return "";
+}
+
+// Which shapes a pipelined rung suits (a dispatch rule, not a capability): more than kMinVecs
+// 16-byte vectors per row (shorter rows leave most of a 256-thread block idle; warp-per-row
+// rungs take them) and at least kMinRows rows (a block per row cannot fill the GPU with fewer).
+inline bool suits(int64_t esize, int64_t rows, int64_t cols) {
+  return cols * esize > 16 * kMinVecs && rows >= kMinRows;
+}
+
+}  // namespace hk::pipelined_rows
+
+namespace hk::rows {
 
 // Bench problems of the row families with a (rows, dim, dtype, backward) problem: ROWSxD shapes
 // (default 16384x8192, plus 4x2^26 outside the quick suite), bf16 (and f32 outside the quick

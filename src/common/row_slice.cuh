@@ -15,21 +15,15 @@
 
 #include "common/ptx/named_barrier.cuh"
 #include "common/reduce.cuh"
+#include "common/row_checks.hpp"
 #include "common/rowwise.cuh"
 #include "common/vec.cuh"
 
 namespace hk {
 
-// The pipelined row rungs' shared launch shape and limits: 256-thread blocks, at most 8 16-byte
-// vectors per thread per row (two rows in flight plus a per-column slice fit the register
-// budget), rows of more than 128 vectors (shorter rows leave most of a block idle: the rungs
-// below run them warp-per-row), at least 512 rows (fewer cannot fill the GPU with a block per row).
+// The pipelined row rungs' launch shape and limits (kThreads, kMaxPer, what they can run and
+// which shapes they suit) are host-side, in common/row_checks.hpp; the device-side pieces here.
 namespace pipelined_rows {
-
-constexpr int kThreads = 256;
-constexpr int kMaxPer = 8;
-constexpr int64_t kMinRows = 512;
-constexpr int64_t kMinVecs = 128;
 
 // Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
 // threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
@@ -46,27 +40,6 @@ void dispatch_per(int64_t cols, F&& launch) {
   else if (per <= 2) launch(std::integral_constant<int, 2>{});
   else if (per <= 4) launch(std::integral_constant<int, 4>{});
   else launch(std::integral_constant<int, kMaxPer>{});
-}
-
-// Why rows x cols of `esize`-byte elements do not suit a pipelined rung ("" when they do), for
-// supports(); `len` names the row length ("D", "cols"), `short_rows_rung` the rung that runs
-// short rows, `few_rows_hint` what happens to too few rows ("" or e.g. "; v02 splits rows").
-inline std::string refusal(int64_t esize, int64_t rows, int64_t cols, const char* len, const char* short_rows_rung,
-                           const char* few_rows_hint) {
-  if ((cols * esize) % 16 != 0)
-    return "rows of " + std::to_string(cols) + " elements are not whole 16-byte vectors (" + len + " * " +
-           std::to_string(esize) + " bytes must be a multiple of 16)";
-  const int64_t max_cols = int64_t(kThreads) * kMaxPer * (16 / esize);
-  if (cols > max_cols)
-    return "rows of " + std::to_string(cols) + " elements do not fit in registers (at most " +
-           std::to_string(max_cols) + ": 256 threads x 8 vectors of 16 bytes)";
-  if (cols * esize <= 16 * kMinVecs)
-    return "rows of <= " + std::to_string(kMinVecs) + " 16-byte vectors leave most of a 256-thread block idle (" +
-           short_rows_rung + " runs them warp-per-row)";
-  if (rows < kMinRows)
-    return std::to_string(rows) + " rows cannot fill the GPU with a block per row (needs >= " +
-           std::to_string(kMinRows) + few_rows_hint + ")";
-  return "";
 }
 
 }  // namespace pipelined_rows

@@ -58,6 +58,6 @@ std::string gelu_v02_supports(const GeluProblem& p) {
 
 HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v02_fused",
                     "one fused kernel, one element per thread: one read, one write", 70,
-                    kFlagNone, gelu_v02_supports, gelu_v02_launch);
+                    kFlagProduction, gelu_v02_supports, gelu_v02_launch);
 
 }  // namespace hk

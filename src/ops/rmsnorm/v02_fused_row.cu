@@ -124,6 +124,6 @@ std::string rmsnorm_v02_supports(const RmsNormProblem& p) {
 
 HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v02_fused_row",
                     "block per row staged in shared memory: one read of x; dg via a [blocks, D] partial", 90,
-                    kFlagNone, rmsnorm_v02_supports, rmsnorm_v02_launch);
+                    kFlagProduction, rmsnorm_v02_supports, rmsnorm_v02_launch);
 
 }  // namespace hk

@@ -331,6 +331,6 @@ std::string rmsnorm_v04_supports(const RmsNormProblem& p) {
 
 HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v04_split_row",
                     "rows split into chunks across the grid (partial sums, finalize, apply): any D, few long rows",
-                    90, kFlagNone, rmsnorm_v04_supports, rmsnorm_v04_launch);
+                    90, kFlagProduction, rmsnorm_v04_supports, rmsnorm_v04_launch);
 
 }  // namespace hk

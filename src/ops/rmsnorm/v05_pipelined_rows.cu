@@ -1,6 +1,6 @@
 // rmsnorm/v05_pipelined_rows.cu
 //
-// Rung 5 (forward, >= 512 rows of 129..2048 16-byte vectors): v03's row in registers, with g's
+// Rung 5 (forward; ladder-only, made for >= 512 rows of 129..2048 16-byte vectors): v03's row in registers, with g's
 // slice held in registers for every row and the next row's loads in flight while this row is
 // reduced and written. A resident grid of 256-thread blocks grid-strides over rows; thread t
 // owns the kPer 16-byte vectors t, t + 256, ... of every row (common/row_slice.cuh).
@@ -13,10 +13,11 @@
 // of squares is one barrier (double-buffered warp slots), and g is never reloaded.
 // Math as v03: ss in f32, rstd = rsqrt(ss / D + eps), y = x * rstd * g, rstd stored per row.
 // Needs: forward; 16-byte aligned row starts (base and row strides); D a multiple of 16 bytes,
-// > 128 and <= 2048 16-byte vectors; rows >= 512 (fewer leave SMs idle). Otherwise
-// supports() says why and the public op runs v03.
+// at most 2048 16-byte vectors. Otherwise supports() says why. Shorter rows (<= 128 vectors)
+// and fewer than 512 rows run correctly but leave SMs idle (pipelined_rows::suits).
 // Measured (H200, session 3): 87.4% of copy at 16384x8192 bf16, 88.2% f32, against v03's 85.2% and
-// 87.6%. Not a default since v06_bulk_row, which serves every problem this rung serves.
+// 87.6%. Ladder-only: v06_bulk_row serves every problem this rung suits (94.9% vs 85.3% of copy
+// at 16384x8192 bf16, H200, 2026-11-29; rmsnorm/dispatch.cpp).
 // Run:   hk bench rmsnorm --variant v05_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -102,7 +103,7 @@ std::string rmsnorm_v05_supports(const RmsNormProblem& p) {
   if (p.row_align() < 16)
     return "needs 16-byte aligned row starts (base address and row stride) for 16-byte loads, got " +
            std::to_string(p.row_align()) + "-byte alignment";
-  return pipelined_rows::refusal(dtype_bits(p.dtype) / 8, p.rows, p.dim, "D", "v03", "");
+  return pipelined_rows::refusal(dtype_bits(p.dtype) / 8, p.dim, "D");
 }
 
 }  // namespace

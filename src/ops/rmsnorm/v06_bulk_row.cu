@@ -13,9 +13,9 @@
 // threads bf16, 512 f32), 64..1024 threads; each thread loops over its vectors t, t + threads, ...
 // Math as v03/v05: ss in f32, rstd = rsqrt(ss / D + eps), y = x * rstd * g, rstd stored per row.
 // Needs: forward; 16-byte aligned row starts (base and row strides: the bulk copy's source,
-// destination and size are multiples of 16 bytes); D * sizeof(T) a multiple of 16, above 2 KiB
-// (rows of <= 128 vectors run warp-per-row in v03) and at most 224 KiB (shared memory).
-// Otherwise supports() says why and the public op runs v05 / v03 / v04 / v02.
+// destination and size are multiples of 16 bytes); D * sizeof(T) a multiple of 16 and at most
+// 224 KiB (shared memory). Otherwise supports() says why. Rows of <= 128 vectors run correctly
+// but leave most of a block idle: rmsnorm/dispatch.cpp sends them to v03 (warp per row).
 // Measured (standalone sweep, H200, 2026-11-29, /work/sweep/sweep_rows.cu kernel
 // rms_fwd_bulk_kernel "e3'", not the library bench): 96.3% of copy at 16384x8192 bf16 (256
 // threads), 96.7% f32 (512 threads), against v05's 86.6% / 87.1% in the same run.
@@ -36,7 +36,6 @@ namespace {
 // 224 KiB of row leaves room for the barrier and the reduction slots.
 constexpr int64_t kMaxRowBytes = 224 * 1024;
 static_assert(kMaxRowBytes < (1 << 20), "an mbarrier phase counts at most 2^20 - 1 transaction bytes");
-constexpr int64_t kMinRowBytes = 128 * 16;  // shorter rows: v03's warp per row
 
 template <class T, int kThreads>
 __global__ void __launch_bounds__(kThreads)
@@ -121,9 +120,6 @@ std::string rmsnorm_v06_supports(const RmsNormProblem& p) {
   if (row_bytes % 16 != 0)
     return "rows of " + std::to_string(p.dim) + " elements are not whole 16-byte vectors (the bulk copy moves " +
            "multiples of 16 bytes; got " + std::to_string(row_bytes) + " bytes)";
-  if (row_bytes <= kMinRowBytes)
-    return "rows of <= 128 16-byte vectors leave most of a block idle (v03 runs them warp-per-row), got " +
-           std::to_string(row_bytes) + " bytes";
   if (row_bytes > kMaxRowBytes)
     return "the row must fit in shared memory: at most " + std::to_string(kMaxRowBytes) + " bytes, got " +
            std::to_string(row_bytes) + " (D=" + std::to_string(p.dim) + ")";

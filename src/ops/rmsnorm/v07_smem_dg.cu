@@ -19,8 +19,9 @@
 // vectors: one group of 512 threads x 4 vectors with the next row's x and dy loaded before this
 // row's work (the sweep's "c", <= 128 registers; without the prefetch this shape measured 69.7%).
 // Needs: backward; 16-byte aligned row starts (base and row strides); D * sizeof(T) a multiple
-// of 16, 129..2048 16-byte vectors (2 KiB < row <= 32 KiB). Otherwise supports() says why and
-// the public op runs v03 (short rows warp-per-row, partial vectors) or v04 (longer rows).
+// of 16, at most 2048 16-byte vectors (32 KiB). Otherwise supports() says why. Rows of <= 128
+// vectors run correctly but leave most of a row group idle: rmsnorm/dispatch.cpp sends them to
+// v03 (warp per row).
 // Measured (standalone sweep, H200, 2026-11-29, /work/sweep/sweep_rows.cu kernel
 // rms_bwd_smemdg_kernel, not the library bench; dg's second kernel counted in time): 81.1% of
 // copy at 16384x8192 bf16 ("b", 2 groups x 512 threads x 2 vectors), 80.6% f32 ("c", 1 group x
@@ -34,7 +35,6 @@
 namespace hk {
 namespace {
 
-constexpr int64_t kMinVecs = 128;   // shorter rows: v03's warp per row
 constexpr int64_t kMaxVecs = 2048;  // one group of 512 threads x 4 vectors
 
 template <class T, int kGT, int kGroups, int kPer, bool kPrefetch>
@@ -191,10 +191,6 @@ std::string rmsnorm_v07_supports(const RmsNormProblem& p) {
   if (row_bytes % 16 != 0)
     return "rows of " + std::to_string(p.dim) + " elements are not whole 16-byte vectors (" +
            std::to_string(row_bytes) + " bytes; v03 reads a partial last vector element by element)";
-  if (row_bytes <= kMinVecs * 16)
-    return "rows of <= " + std::to_string(kMinVecs) +
-           " 16-byte vectors leave most of a row group idle (v03 runs them warp-per-row), got " +
-           std::to_string(row_bytes) + " bytes";
   if (row_bytes > kMaxVecs * 16)
     return "rows of more than " + std::to_string(kMaxVecs) + " 16-byte vectors do not fit in registers (512 " +
            "threads x 4 vectors), got " + std::to_string(row_bytes) + " bytes";

@@ -72,6 +72,6 @@ std::string row_sum_cub_supports(const RowSumProblem& p) {
 
 HK_REGISTER_VARIANT(RowSumProblem, RowSumArgs, "row_sum", "baseline_cub_segmented",
                     "cub::DeviceSegmentedReduce with +, strided row offsets, f32 accumulation", 70,
-                    kFlagBaseline, row_sum_cub_supports, row_sum_cub_launch);
+                    kFlagBaseline | kFlagProduction, row_sum_cub_supports, row_sum_cub_launch);
 
 }  // namespace hk

@@ -210,6 +210,6 @@ std::string softmax_v04_supports(const SoftmaxProblem& p) { return p.same_row_ph
 
 HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v04_split_row_cluster",
                     "row split across a cluster (<= 16 blocks), (max, sum) pairs merged through DSMEM", 90,
-                    kFlagNone, softmax_v04_supports, softmax_v04_launch);
+                    kFlagProduction, softmax_v04_supports, softmax_v04_launch);
 
 }  // namespace hk

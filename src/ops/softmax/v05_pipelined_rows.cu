@@ -1,6 +1,6 @@
 // softmax/v05_pipelined_rows.cu
 //
-// Rung 5 (forward, >= 512 rows of 129..2048 16-byte vectors): v02's on-chip row, with the
+// Rung 5 (forward; ladder-only, made for >= 512 rows of 129..2048 16-byte vectors): v02's on-chip row, with the
 // next row's loads in flight while this row is reduced and written. A resident grid of
 // 256-thread blocks grid-strides over rows; thread t holds the kPer 16-byte vectors t, t + 256,
 // ... of the row (common/row_slice.cuh) and, before touching them, issues the loads of the
@@ -20,8 +20,10 @@
 // per thread, 8192 bf16 (kPer 4, 32 elements): 985 -> 644 instructions (30.8 -> 20.1 per
 // element), f32 (kPer 8) 945 -> 637; registers 52 -> 62 (bf16 kPer 4, within 4 blocks' 64).
 // Needs: forward; 16-byte aligned row starts of x and y (base and row strides); cols a
-// multiple of 16 bytes, > 128 and <= 2048 16-byte vectors; rows >= 512 (fewer leave SMs idle).
-// Otherwise supports() says why.
+// multiple of 16 bytes, at most 2048 16-byte vectors. Otherwise supports() says why. Shorter
+// rows (<= 128 vectors) and fewer than 512 rows run correctly but leave SMs idle
+// (pipelined_rows::suits, common/row_checks.hpp). Measured below v02 (80.4% vs 93.0% of copy at
+// 16384x8192 bf16, H200, 2026-11-29), so the public op never runs it (softmax/dispatch.cpp).
 // Run:   hk bench softmax --variant v05_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -113,7 +115,7 @@ std::string softmax_v05_supports(const SoftmaxProblem& p) {
     return "needs 16-byte aligned row starts of x and y (base and row strides), got " +
            std::to_string(p.align_bytes) + "-byte aligned bases and row strides " + std::to_string(p.ld_in) + ", " +
            std::to_string(p.ld_out);
-  return pipelined_rows::refusal(esize, p.rows, p.cols, "cols", "v02", "");
+  return pipelined_rows::refusal(esize, p.cols, "cols");
 }
 
 }  // namespace

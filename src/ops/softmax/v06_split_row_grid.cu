@@ -23,10 +23,10 @@
 // with NaN or +inf gives NaN, an all -inf row NaN, -inf elements of a finite row 0; a chunk
 // of -inf alone contributes (-inf, 0), neutral in the merge.
 // Adds over v04: the whole GPU for a handful of rows, no cluster limit.
-// Dispatch: tried after the default (v02) and before v04, it declines rows that a v04 cluster
-// holds in registers (longer than v02's 512 x 32 elements, at most 16 times that; backward f32
-// 512 x 16): v04 reads those once, this rung twice. Longer rows are read twice by every rung,
-// and this one spreads them over every SM.
+// Dispatch (softmax/dispatch.cpp): rows longer than a 16-block v04 cluster holds on chip
+// (16 x 512 x 32 elements; backward f32 16 x 512 x 16). Rows a cluster holds are v04's (read
+// once, here twice); longer rows are read twice by every rung, and this one spreads them over
+// every SM.
 // Needs: 16-byte aligned operands whose rows share a 16-byte phase (same_row_phase).
 // Run:   hk bench softmax --variant v06_split_row_grid --shape 4x67108864
 #include "common/launch.cuh"
@@ -40,8 +40,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;          // 16-byte vectors in flight per thread (and operand)
-constexpr int kOnChipThreads = 512;  // v02's largest block, v04's cluster blocks
-constexpr int kMaxCluster = 16;      // v04's cluster size on H100/H200 (non-portable 16)
 
 // Chunk c of a row covers its vectors [c * chunk, min(nvec, (c + 1) * chunk)) after the head;
 // nvec is the row's own (RowSplit), so a row whose start is not 16-byte aligned may end one
@@ -227,26 +225,12 @@ void softmax_v06_launch(const SoftmaxArgs& a, cudaStream_t stream) {
   });
 }
 
-std::string softmax_v06_supports(const SoftmaxProblem& p) {
-  std::string why = p.same_row_phase();
-  if (!why.empty()) return why;
-  // The dispatch rule (see the header): v04's on-chip band is v04's. Shorter rows are the
-  // default's (v02, tried first), so this rung runs them only when asked for by name.
-  const int per_thread =
-      p.backward && p.dtype == DType::kF32 ? kOnChipElems<float, true> : kOnChipElems<float, false>;
-  const int64_t block_row = int64_t(kOnChipThreads) * per_thread;
-  if (p.cols > block_row && p.cols <= kMaxCluster * block_row)
-    return "rows of " + std::to_string(p.cols) + " elements fit in the registers of a " +
-           std::to_string(kMaxCluster) + "-block cluster (v04_split_row_cluster reads them once, this rung twice); "
-           "serves rows of more than " + std::to_string(kMaxCluster * block_row) + " (or at most " +
-           std::to_string(block_row) + ")";
-  return "";
-}
+std::string softmax_v06_supports(const SoftmaxProblem& p) { return p.same_row_phase(); }
 
 }  // namespace
 
 HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v06_split_row_grid",
                     "rows split into chunks over the whole grid: partial (max, sum) pairs, finalize, apply", 90,
-                    kFlagNone, softmax_v06_supports, softmax_v06_launch);
+                    kFlagProduction, softmax_v06_supports, softmax_v06_launch);
 
 }  // namespace hk

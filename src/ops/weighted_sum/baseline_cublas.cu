@@ -62,6 +62,6 @@ std::string weighted_sum_cublas_supports(const WeightedSumProblem& p) {
 
 HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "baseline_cublas",
                     "cuBLAS GemmEx as GEMV (forward), rank-1 GEMM and GEMV (backward), f32 compute", 70,
-                    kFlagBaseline, weighted_sum_cublas_supports, weighted_sum_cublas_launch);
+                    kFlagBaseline | kFlagProduction, weighted_sum_cublas_supports, weighted_sum_cublas_launch);
 
 }  // namespace hk

@@ -291,6 +291,6 @@ std::string weighted_sum_v02_supports(const WeightedSumProblem& p) {
 
 HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "v02_row_groups",
                     "one pass with 16-byte loads: row groups for y, column tiles x row sets for dx and dw", 90,
-                    kFlagNone, weighted_sum_v02_supports, weighted_sum_v02_launch);
+                    kFlagProduction, weighted_sum_v02_supports, weighted_sum_v02_launch);
 
 }  // namespace hk

@@ -1,6 +1,6 @@
 // weighted_sum/v03_pipelined_rows.cu
 //
-// Rung 3 (forward, default for >= 512 rows of 129..2048 whole 16-byte vectors): a block of 256
+// Rung 3 (forward; production for >= 512 rows of 129..2048 whole 16-byte vectors): a block of 256
 // threads owns whole rows, grid-stride over a resident grid. Each thread owns the same kPer
 // 16-byte column vectors of every row (vectors tid, tid + 256, ...), so:
 //  - its slice of w is loaded once into registers and never reloaded (v02 re-read w from L1
@@ -17,9 +17,10 @@
 // 64 KiB at f32 8192 (kPer 8).
 // The grid is resident (every block stays for ~rows / grid rows), so the tail is at most one
 // row per block (< 3% at 16384 rows), not a partial wave of short-lived blocks.
-// Needs: forward; 16-byte aligned row starts; D a multiple of 16 bytes, > 128 and <= 2048
-// 16-byte vectors (w's slice and two rows of x in registers); rows >= 512 (fewer leave SMs
-// idle: v02 splits rows instead). Otherwise supports() says why and the public op runs v02.
+// Needs: forward; 16-byte aligned row starts and w; D a multiple of 16 bytes, at most 2048
+// 16-byte vectors (w's slice and two rows of x in registers). Otherwise supports() says why.
+// Shorter rows (<= 128 vectors) and fewer than 512 rows run correctly but leave SMs idle
+// (pipelined_rows::suits): weighted_sum/dispatch.cpp sends those to v02 or cuBLAS.
 // Run:   hk bench weighted_sum --variant v03_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -102,7 +103,7 @@ std::string weighted_sum_v03_supports(const WeightedSumProblem& p) {
   if (p.row_align() < 16)
     return "needs 16-byte aligned row starts (base address and row stride) for 16-byte loads, got " +
            std::to_string(p.row_align()) + "-byte alignment";
-  return pipelined_rows::refusal(dtype_bits(p.dtype) / 8, p.rows, p.dim, "D", "v02", "; v02 splits rows");
+  return pipelined_rows::refusal(dtype_bits(p.dtype) / 8, p.dim, "D");
 }
 
 }  // namespace

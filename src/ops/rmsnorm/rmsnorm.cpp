@@ -1,4 +1,4 @@
-// rmsnorm/reference.cpp — the fp64 oracle, the op contract's numbers, the family (test and bench
+// rmsnorm/rmsnorm.cpp — the fp64 oracle, the op contract's numbers, the family (test and bench
 // shapes) and the public entry points hk::rmsnorm / hk::rmsnorm_backward.
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// gelu/reference.cpp — the fp64 oracle, the op contract's numbers, the family (test and bench
+// gelu/gelu.cpp — the fp64 oracle, the op contract's numbers, the family (test and bench
 // shapes) and the public entry points hk::gelu / hk::gelu_backward.
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// softmax/reference.cpp — the fp64 oracle, the op contract's numbers, the family (test and
+// softmax/softmax.cpp — the fp64 oracle, the op contract's numbers, the family (test and
 // bench shapes) and the public entry points hk::softmax / hk::softmax_backward.
 #include <fmt/format.h>
 

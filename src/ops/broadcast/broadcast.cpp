@@ -1,4 +1,4 @@
-// broadcast/reference.cpp — the fp64 oracles, the op contracts' numbers, the four families
+// broadcast/broadcast.cpp — the fp64 oracles, the op contracts' numbers, the four families
 // (test and bench shapes) and the public entry points of hk/ops/broadcast.hpp.
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// row_sum/reference.cpp — the fp64 oracle, the op contract's numbers, the family (test and
+// row_sum/row_sum.cpp — the fp64 oracle, the op contract's numbers, the family (test and
 // bench shapes) and the public entry point hk::row_sum.
 #include <fmt/format.h>
 

@@ -1,0 +1,52 @@
+// softmax/dispatch.cpp — which softmax rung serves a public call (hk::softmax,
+// hk::softmax_backward, hk.softmax).
+//
+// By row length (cols), for operands that are 16-byte aligned with rows at one 16-byte phase
+// (SoftmaxProblem::same_row_phase, what every vectorized rung needs). Measured on the H200,
+// 2026-11-29 (docs/softmax.md), % of copy bandwidth, bf16 / f32:
+//
+//   cols                                  rung                     forward        backward
+//   <= 16384 (f32 backward <= 8192)       v02_onchip_row           93.0 / 92.0    95.2 / 93.4   (16384x8192)
+//   <= 16 x that (a 16-block cluster)     v04_split_row_cluster    row read once from registers (not measured in
+//                                                                  this band; v06 reads it twice)
+//   longer                                v06_split_row_grid       61.6 / 62.4    52.5 / 52.1   (4x2^26; v04 28.1 / 31.3
+//                                                                  and 32.3 / 37.7: one cluster per row fills 64 SMs)
+//   unaligned or rows at other phases     v01_three_pass           47.6 / 66.3    62.1 / 61.8   (16384x8192)
+//
+// v01 is the only rung that runs operands that are not 16-byte aligned or whose rows start at
+// different 16-byte phases, so it stays production for those. Ladder-only: v03_online (94.7%
+// bf16 forward but 87.7% f32 forward and 79.7% f32 backward at 16384x8192) and v05_pipelined_rows
+// (80.4% / 85.8% forward at 16384x8192, below v02).
+#include "softmax/softmax_op.hpp"
+
+namespace hk {
+namespace {
+
+constexpr int64_t kOnChipThreads = 512;  // v02's largest block, each of v04's cluster blocks
+constexpr int64_t kClusterBlocks = 16;   // v04's largest (non-portable) cluster on the H200
+
+std::vector<Route> softmax_dispatch(const SoftmaxProblem& p) {
+  // Elements per thread on chip (kOnChipElems): 32, or 16 for the f32 backward (two operands).
+  const int64_t block_row = kOnChipThreads * (p.backward && p.dtype == DType::kF32 ? 16 : 32);
+  std::vector<Route> routes;
+  if (p.cols <= block_row)
+    routes.push_back({"v02_onchip_row", "the row read once into registers: 93.0% / 92.0% of copy forward, 95.2% / "
+                                        "93.4% backward at 16384x8192 (bf16 / f32; H200, 2026-11-29)"});
+  else if (p.cols <= kClusterBlocks * block_row)
+    routes.push_back({"v04_split_row_cluster", "the row fits in the registers of a 16-block cluster: read once "
+                                               "(v06 reads it twice)"});
+  else
+    routes.push_back({"v06_split_row_grid", "rows longer than a cluster holds, split over every SM: 61.6% / 62.4% of "
+                                            "copy forward at 4x2^26 against v04's 28.1% / 31.3% (bf16 / f32; H200, "
+                                            "2026-11-29)"});
+  routes.push_back({"v01_three_pass", "operands not 16-byte aligned or rows at different 16-byte phases: the only "
+                                      "rung with scalar access (47.6% / 66.3% of copy forward at 16384x8192, bf16 / "
+                                      "f32; H200, 2026-11-29)"});
+  return routes;
+}
+
+}  // namespace
+
+HK_REGISTER_DISPATCH(SoftmaxProblem, "softmax", softmax_dispatch);
+
+}  // namespace hk

@@ -1,0 +1,60 @@
+// weighted_sum/dispatch.cpp — which weighted_sum rung serves a public call (hk::weighted_sum,
+// hk::weighted_sum_backward, hk.weighted_sum).
+//
+// Measured on the H200, 2026-11-29 (docs/weighted_sum.md), % of copy bandwidth, bf16 / f32:
+//
+//   forward                                     rung                  16384x8192     4x2^26
+//   >= 512 rows of 129..2048 16-byte vectors    v03_pipelined_rows    95.8 / 103.3   -
+//   f32, other shapes                           v02_row_groups        - / 104.0      - / 96.4
+//   f16 / bf16, < 512 rows or longer rows       v02_row_groups        (34.6 / -)     93.1 / -
+//   f16 / bf16, other shapes                    baseline_cublas       96.6 / 83.4    59.7 / 75.9
+//   unaligned rows or w (any dtype)             baseline_cublas       (cuBLAS takes any alignment)
+//
+//   backward                                    v02_row_groups        86.3 / 88.7    94.0 / 95.0
+//                                               baseline_cublas       44.7 / 77.3    12.2 / 24.1
+//
+// v02's forward is a block per row with nothing in flight across its reductions: fine in f32
+// (104.0% at 16384x8192) but 34.6% in bf16 there, where cuBLAS's GEMV reads at 96.6%. So a
+// 16-bit forward that v03 does not take goes to cuBLAS, unless rows are too few to fill the GPU
+// or too long for v03's registers, where v02's split-row kernel wins (93.1% vs 59.7% at 4x2^26).
+// v01_partial_buffer is ladder-only; it alone runs unaligned operands with a dimension or row
+// stride of 2^31 or more (past cuBLAS's int sizes).
+#include "common/row_checks.hpp"
+#include "weighted_sum/weighted_sum_op.hpp"
+
+namespace hk {
+namespace {
+
+std::vector<Route> weighted_sum_dispatch(const WeightedSumProblem& p) {
+  const int64_t esize = dtype_bits(p.dtype) / 8;
+  const Route v02_bwd{"v02_row_groups", "dx and dw in one pass: 86.3% / 88.7% of copy at 16384x8192, 94.0% / 95.0% "
+                                        "at 4x2^26 (bf16 / f32; H200, 2026-11-29), 1.93x / 1.15x cuBLAS"};
+  const Route cublas{"baseline_cublas", "cuBLAS GemmEx, any alignment: 96.6% / 83.4% of copy forward at 16384x8192 "
+                                        "(bf16 / f32; H200, 2026-11-29)"};
+  if (p.backward) return {v02_bwd, cublas};
+  std::vector<Route> routes;
+  if (pipelined_rows::suits(esize, p.rows, p.dim))
+    routes.push_back({"v03_pipelined_rows", "w in registers, the next row in flight: 95.8% / 103.3% of copy at "
+                                            "16384x8192 (bf16 / f32; H200, 2026-11-29)"});
+  const bool few_or_long_rows = p.rows < pipelined_rows::kMinRows ||
+                                p.dim * esize > int64_t(pipelined_rows::kThreads) * pipelined_rows::kMaxPer * 16;
+  const bool v02_first = p.dtype == DType::kF32 || few_or_long_rows;
+  if (p.dtype == DType::kF32)
+    routes.push_back({"v02_row_groups", "f32: 104.0% of copy at 16384x8192 and 96.4% at 4x2^26 against cuBLAS's "
+                                        "83.4% and 75.9% (H200, 2026-11-29)"});
+  else if (few_or_long_rows)
+    routes.push_back({"v02_row_groups", "few or long 16-bit rows, split over the grid: 93.1% of copy at 4x2^26 bf16 "
+                                        "against cuBLAS's 59.7% (H200, 2026-11-29)"});
+  routes.push_back(cublas);
+  // cuBLAS declines sizes past int; v02 then runs what is 16-byte aligned.
+  if (!v02_first)
+    routes.push_back({"v02_row_groups", "sizes past cuBLAS's int dimensions: 16-byte loads, rows split when few "
+                                        "(93.1% / 96.4% of copy at 4x2^26; H200, 2026-11-29)"});
+  return routes;
+}
+
+}  // namespace
+
+HK_REGISTER_DISPATCH(WeightedSumProblem, "weighted_sum", weighted_sum_dispatch);
+
+}  // namespace hk
