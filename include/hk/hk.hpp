@@ -3,6 +3,7 @@
 
 #include "hk/device.hpp"
 #include "hk/error.hpp"
+#include "hk/ops/attention.hpp"
 #include "hk/ops/broadcast.hpp"
 #include "hk/ops/gelu.hpp"
 #include "hk/ops/gemm.hpp"

@@ -1,0 +1,59 @@
+// hk/ops/attention.hpp — scaled dot-product attention (FlashAttention forward and backward).
+//
+//   S   = scale * Q K^T                      (per batch and query head; f32)
+//   S   = softcap * tanh(S / softcap)        (only when softcap > 0)
+//   S  += mask                               (-inf where a key is masked out)
+//   O   = softmax(S) V,   LSE = log(sum_j exp(S_ij))   (natural log, f32)
+//
+// Tensors (one dtype, f16 or bf16, for q, k, v, o and the gradients; accumulation and softmax in
+// f32):
+//   layout kBSHD (FlashAttention's): q, o, dout, dq [B, Sq, Hq, D]; k, v, dk, dv [B, Sk, Hkv, D]
+//   layout kBHSD (PyTorch SDPA's):   q, o, dout, dq [B, Hq, Sq, D]; k, v, dk, dv [B, Hkv, Sk, D]
+//   lse: f32 [B, Hq, Sq], contiguous, in both layouts.
+// Every tensor may have any strides in its first three dimensions (a transposed or sliced view
+// is taken as it is, without a copy); the last dimension must be contiguous (stride 1).
+// Grouped-query attention: Hq a multiple of Hkv; query head h reads key/value head
+// h / (Hq / Hkv), never a materialised copy (MQA: Hkv = 1). dk and dv sum over the group.
+//
+// Masks, with off = Sk - Sq (FlashAttention >= 2.1's bottom-right alignment): query i may attend
+// key j iff
+//   causal:            j <= i + off
+//   window_left  >= 0: j >= i + off - window_left       (-1: unbounded)
+//   window_right >= 0: j <= i + off + window_right      (-1: unbounded; causal means 0)
+// A query row whose every key is masked out (possible when Sq > Sk with causal, or with a
+// window) gets O = 0 and LSE = -inf, and contributes nothing to the gradients (its dq is 0).
+// scale <= 0 means 1 / sqrt(D). Any D >= 1 and any Sq, Sk >= 0 (Sk = 0: every row masked);
+// B, Sq or Hq zero is a no-op. Outputs must not overlap inputs. Runs on `stream`; asynchronous.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "hk/tensor.hpp"
+
+namespace hk {
+
+enum class AttentionLayout : uint8_t { kBSHD, kBHSD };
+
+struct AttentionOptions {
+  bool causal = false;
+  double scale = 0.0;          // <= 0: 1 / sqrt(D)
+  int64_t window_left = -1;    // -1: unbounded
+  int64_t window_right = -1;   // -1: unbounded (0 when causal)
+  double softcap = 0.0;        // 0: off
+  AttentionLayout layout = AttentionLayout::kBSHD;
+  bool deterministic = false;  // backward: bitwise identical results run to run (no atomics)
+};
+
+// o, lse from q, k, v.
+void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+               const TensorView& lse, const AttentionOptions& options = {}, cudaStream_t stream = nullptr);
+
+// dq, dk, dv from q, k, v, o, dout and the forward's lse (P is recomputed from lse).
+void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                        const TensorView& dout, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, const AttentionOptions& options = {},
+                        cudaStream_t stream = nullptr);
+
+}  // namespace hk

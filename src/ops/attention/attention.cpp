@@ -1,0 +1,741 @@
+// attention/attention.cpp — the fp64 oracle (rung 1: materialised scores, one row or column at a
+// time), the op contract's numbers, the family (test and bench shapes) and the public entry
+// points hk::attention / hk::attention_backward.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "attention/attention_op.hpp"
+#include "core/host.hpp"
+
+namespace hk {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
+AttentionProblem::AttentionProblem(int64_t b, int64_t s_q, int64_t s_k, int64_t h_q, int64_t h_kv, int64_t d,
+                                   DType dt, bool bwd, AttentionLayout lay)
+    : batch(b), seqlen_q(s_q), seqlen_k(s_k), heads_q(h_q), heads_kv(h_kv), head_dim(d), dtype(dt), layout(lay),
+      backward(bwd) {
+  scale = default_scale();
+  reset_strides();
+}
+
+double AttentionProblem::default_scale() const { return 1.0 / std::sqrt(double(std::max<int64_t>(head_dim, 1))); }
+
+AttnStrides AttentionProblem::default_strides(bool kv) const {
+  const int64_t s = kv ? seqlen_k : seqlen_q, h = kv ? heads_kv : heads_q, d = head_dim;
+  if (layout == AttentionLayout::kBSHD) return {s * h * d, h * d, d};
+  return {h * s * d, d, s * d};
+}
+
+void AttentionProblem::reset_strides() {
+  str_q = str_o = str_do = str_dq = default_strides(false);
+  str_k = str_v = str_dk = str_dv = default_strides(true);
+}
+
+double AttentionProblem::attended_pairs() const {
+  if (!masked()) return double(seqlen_q) * double(seqlen_k);
+  double n = 0;
+  for (int64_t i = 0; i < seqlen_q; ++i) {
+    KeyRange r = keys(i);
+    n += double(std::max<int64_t>(0, r.hi - r.lo + 1));
+  }
+  return n;
+}
+
+std::string AttentionProblem::rows_16b() const {
+  if (align_bytes < 16)
+    return fmt::format("needs 16-byte aligned operands for cp.async, got {}-byte alignment", align_bytes);
+  std::vector<std::pair<const char*, const AttnStrides*>> ops = {
+      {"q", &str_q}, {"k", &str_k}, {"v", &str_v}, {"o", &str_o}};
+  if (backward) ops.insert(ops.end(), {{"dout", &str_do}, {"dq", &str_dq}, {"dk", &str_dk}, {"dv", &str_dv}});
+  for (auto& [name, s] : ops) {
+    auto ok = [](int64_t x) { return x % 8 == 0; };
+    if (!ok(s->b) || !ok(s->s) || !ok(s->h))
+      return fmt::format("{}'s strides (b {}, s {}, h {}) are not all multiples of 8 elements (16-byte rows)", name,
+                         s->b, s->s, s->h);
+  }
+  return "";
+}
+
+std::string AttentionProblem::key() const {
+  std::string k = fmt::format("{}x{}x{}_h{}x{}_d{}_{}", batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim,
+                              to_string(dtype));
+  if (layout == AttentionLayout::kBHSD) k += "_bhsd";
+  if (causal) k += "_causal";
+  if (window_left >= 0 || window_right >= 0) k += fmt::format("_w{}x{}", window_left, window_right);
+  if (softcap > 0) k += fmt::format("_cap{:g}", softcap);
+  if (scale != default_scale()) k += fmt::format("_s{:g}", scale);
+  auto strides = [&](const char* name, const AttnStrides& s, bool kv) {
+    AttnStrides d = default_strides(kv);
+    if (!(s == d)) k += fmt::format("_{}{}.{}.{}", name, s.b, s.s, s.h);
+  };
+  strides("q", str_q, false);
+  strides("k", str_k, true);
+  strides("v", str_v, true);
+  if (backward) {
+    strides("o", str_o, false);
+    strides("do", str_do, false);
+    strides("dq", str_dq, false);
+    strides("dk", str_dk, true);
+    strides("dv", str_dv, true);
+    if (deterministic) k += "_det";
+  } else {
+    strides("o", str_o, false);
+  }
+  return k + (backward ? "_bwd" : "_fwd");
+}
+
+// FlashAttention's convention: 4 B Hq Sq Sk D forward (two GEMMs), halved for causal at Sq = Sk;
+// windows count the attended pairs. Backward: 2.5x (five GEMMs, two of them the recomputation).
+double AttentionProblem::flops() const {
+  double pairs = (causal && window_left < 0) ? double(seqlen_q) * double(seqlen_k) / 2 : attended_pairs();
+  if (causal && window_left < 0 && seqlen_q != seqlen_k) pairs = attended_pairs();
+  const double f = 4.0 * double(batch) * double(heads_q) * pairs * double(head_dim);
+  return backward ? 2.5 * f : f;
+}
+
+double AttentionProblem::bytes() const {
+  const double e = dtype_bits(dtype) / 8;
+  const double qn = double(batch) * seqlen_q * heads_q * head_dim, kn = double(batch) * seqlen_k * heads_kv * head_dim;
+  const double lse = double(batch) * heads_q * seqlen_q * 4;
+  if (!backward) return e * (2 * qn + 2 * kn) + lse;     // q, k, v read; o written
+  return e * (3 * qn + 2 * kn) + lse + e * (qn + 2 * kn);  // q, k, v, o, dout read; dq, dk, dv written
+}
+
+double AttentionProblem::unit_roundoff() const { return dtype == DType::kF16 ? 0x1p-11 : 0x1p-8; }
+
+namespace {
+
+std::vector<int64_t> logical_shape(const AttentionProblem& p, bool kv) {
+  const int64_t s = kv ? p.seqlen_k : p.seqlen_q, h = kv ? p.heads_kv : p.heads_q;
+  if (p.layout == AttentionLayout::kBSHD) return {p.batch, s, h, p.head_dim};
+  return {p.batch, h, s, p.head_dim};
+}
+
+TensorSpec spec(const AttentionProblem& p, const char* name, bool kv, const AttnStrides& s, Dist dist, double scale) {
+  TensorSpec t{name, p.dtype, logical_shape(p, kv), {}, dist, scale, {}};
+  if (!(s == p.default_strides(kv))) {
+    t.strides = p.layout == AttentionLayout::kBSHD ? std::vector<int64_t>{s.b, s.s, s.h, 1}
+                                                   : std::vector<int64_t>{s.b, s.h, s.s, 1};
+  }
+  return t;
+}
+
+// Flat logical index of element (b, s, h, d) of a q-like or k-like tensor.
+struct Index {
+  int64_t S, H, D;
+  bool bshd;
+  int64_t operator()(int64_t b, int64_t s, int64_t h, int64_t d) const {
+    return bshd ? ((b * S + s) * H + h) * D + d : ((b * H + h) * S + s) * D + d;
+  }
+};
+
+// The row and column computations both the full and the sampled reference use, so the two give
+// the same values bit for bit.
+struct Oracle {
+  const AttentionProblem& p;
+  const std::vector<HostTensor>& in;
+  Index iq, ik;
+  int64_t D;
+  Oracle(const AttentionProblem& prob, const std::vector<HostTensor>& inputs)
+      : p(prob), in(inputs),
+        iq{prob.seqlen_q, prob.heads_q, prob.head_dim, prob.layout == AttentionLayout::kBSHD},
+        ik{prob.seqlen_k, prob.heads_kv, prob.head_dim, prob.layout == AttentionLayout::kBSHD},
+        D(prob.head_dim) {}
+
+  const double* q(int64_t b, int64_t i, int64_t h) const { return in[0].values.data() + iq(b, i, h, 0); }
+  const double* k(int64_t b, int64_t j, int64_t hk) const { return in[1].values.data() + ik(b, j, hk, 0); }
+  const double* v(int64_t b, int64_t j, int64_t hk) const { return in[2].values.data() + ik(b, j, hk, 0); }
+  const double* o(int64_t b, int64_t i, int64_t h) const { return in[3].values.data() + iq(b, i, h, 0); }
+  const double* dout(int64_t b, int64_t i, int64_t h) const { return in[4].values.data() + iq(b, i, h, 0); }
+  double lse_in(int64_t b, int64_t h, int64_t i) const { return in[5].values[(b * p.heads_q + h) * p.seqlen_q + i]; }
+
+  static double dot(const double* a, const double* b, int64_t n) {
+    double s = 0;
+    for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
+    return s;
+  }
+  // The score after scale and softcap; t receives tanh(raw / softcap) (0 without softcap).
+  double score(int64_t b, int64_t i, int64_t h, int64_t j, double* t = nullptr) const {
+    double s = p.scale * dot(q(b, i, h), k(b, j, h / p.group()), D);
+    if (p.softcap > 0) {
+      const double th = std::tanh(s / p.softcap);
+      if (t) *t = th;
+      s = p.softcap * th;
+    }
+    return s;
+  }
+
+  // Forward row (b, h, i): o_row[D] and the lse.
+  void fwd_row(int64_t b, int64_t h, int64_t i, double* o_row, double& lse) const {
+    const KeyRange r = p.keys(i);
+    std::fill(o_row, o_row + D, 0.0);
+    if (r.lo > r.hi) {
+      lse = -kInf;
+      return;
+    }
+    std::vector<double> s(r.hi - r.lo + 1);
+    double m = -kInf;
+    for (int64_t j = r.lo; j <= r.hi; ++j) m = std::max(m, s[j - r.lo] = score(b, i, h, j));
+    double sum = 0;
+    for (int64_t j = r.lo; j <= r.hi; ++j) {
+      const double e = std::exp(s[j - r.lo] - m);
+      sum += e;
+      const double* vr = v(b, j, h / p.group());
+      for (int64_t d = 0; d < D; ++d) o_row[d] += e * vr[d];
+    }
+    for (int64_t d = 0; d < D; ++d) o_row[d] /= sum;
+    lse = m + std::log(sum);
+  }
+
+  // Backward pieces. P_ij = exp(S_ij - lse_i) from the given lse; dS_ij = P_ij (dP_ij - Delta_i)
+  // times the softcap's derivative (1 - t^2), with dP_ij = dout_i . v_j, Delta_i = dout_i . o_i.
+  double delta(int64_t b, int64_t h, int64_t i) const { return dot(dout(b, i, h), o(b, i, h), D); }
+  void p_ds(int64_t b, int64_t h, int64_t i, int64_t j, double dlt, double& pij, double& ds) const {
+    double t = 0;
+    const double s = score(b, i, h, j, &t);
+    pij = std::exp(s - lse_in(b, h, i));
+    const double dp = dot(dout(b, i, h), v(b, j, h / p.group()), D);
+    ds = pij * (dp - dlt);
+    if (p.softcap > 0) ds *= 1 - t * t;
+  }
+  void dq_row(int64_t b, int64_t h, int64_t i, double* dq) const {
+    std::fill(dq, dq + D, 0.0);
+    const KeyRange r = p.keys(i);
+    if (r.lo > r.hi) return;
+    const double dlt = delta(b, h, i);
+    for (int64_t j = r.lo; j <= r.hi; ++j) {
+      double pij, ds;
+      p_ds(b, h, i, j, dlt, pij, ds);
+      const double* kr = k(b, j, h / p.group());
+      for (int64_t d = 0; d < D; ++d) dq[d] += p.scale * ds * kr[d];
+    }
+  }
+  // dk, dv of key j of kv head hk: over the group's query heads and every row attending j.
+  // `deltas` holds Delta for (h, i) of batch b, h over all query heads.
+  void dkv_col(int64_t b, int64_t hk, int64_t j, const double* deltas, double* dk, double* dv) const {
+    std::fill(dk, dk + D, 0.0);
+    std::fill(dv, dv + D, 0.0);
+    const int64_t g = p.group();
+    for (int64_t h = hk * g; h < (hk + 1) * g; ++h) {
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        const KeyRange r = p.keys(i);
+        if (j < r.lo || j > r.hi) continue;
+        double pij, ds;
+        p_ds(b, h, i, j, deltas[h * p.seqlen_q + i], pij, ds);
+        const double *qr = q(b, i, h), *dor = dout(b, i, h);
+        for (int64_t d = 0; d < D; ++d) {
+          dk[d] += p.scale * ds * qr[d];
+          dv[d] += pij * dor[d];
+        }
+      }
+    }
+  }
+  std::vector<double> deltas(int64_t b) const {
+    std::vector<double> out(p.heads_q * p.seqlen_q);
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t i = 0; i < p.seqlen_q; ++i) out[h * p.seqlen_q + i] = delta(b, h, i);
+    return out;
+  }
+};
+
+double rms_of(const double* v, int64_t n) {
+  double s = 0;
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(v[i])) s += v[i] * v[i], ++c;
+  return c ? std::sqrt(s / double(c)) : 0.0;
+}
+
+}  // namespace
+
+std::vector<TensorSpec> AttentionProblem::inputs() const {
+  std::vector<TensorSpec> in = {spec(*this, "q", false, str_q, Dist::kNormal, 1.0),
+                                spec(*this, "k", true, str_k, Dist::kNormal, 1.0),
+                                spec(*this, "v", true, str_v, Dist::kNormal, 1.0)};
+  if (!backward) return in;
+  in.push_back(spec(*this, "o", false, str_o, Dist::kNormal, 0.5));
+  in.push_back(spec(*this, "dout", false, str_do, Dist::kNormal, 1.0));
+  // lse as the forward would give it for N(0, 1) scores: log(keys) + 1/2 per row (so P's rows sum
+  // to about 1 and nothing overflows), -inf for rows with no key. Random values would make P
+  // arbitrary (exp(S - lse) up to e^20) and the gradients meaningless.
+  TensorSpec lse{"lse", DType::kF32, {batch, heads_q, seqlen_q}, {}, Dist::kNormal, 1.0, {}};
+  for (int64_t i = 0; i < seqlen_q; ++i) {
+    const KeyRange r = keys(i);
+    const int64_t n = r.hi - r.lo + 1;
+    const double val = n <= 0 ? -kInf : std::log(double(n)) + 0.5;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads_q; ++h) lse.specials.push_back({(b * heads_q + h) * seqlen_q + i, val});
+  }
+  in.push_back(lse);
+  return in;
+}
+
+std::vector<TensorSpec> AttentionProblem::outputs() const {
+  if (!backward)
+    return {spec(*this, "o", false, str_o, Dist::kNormal, 1.0),
+            TensorSpec{"lse", DType::kF32, {batch, heads_q, seqlen_q}, {}, Dist::kNormal, 1.0, {}}};
+  return {spec(*this, "dq", false, str_dq, Dist::kNormal, 1.0), spec(*this, "dk", true, str_dk, Dist::kNormal, 1.0),
+          spec(*this, "dv", true, str_dv, Dist::kNormal, 1.0)};
+}
+
+void AttentionProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
+  Oracle orc(*this, in);
+  const int64_t D = head_dim;
+  if (!backward) {
+    auto& o = out[0].values;
+    auto& lse = out[1].values;
+    host::parallel_for(batch * heads_q * seqlen_q, [&](int64_t lo, int64_t hi) {
+      std::vector<double> row(D);
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t b = r / (heads_q * seqlen_q), h = (r / seqlen_q) % heads_q, i = r % seqlen_q;
+        orc.fwd_row(b, h, i, row.data(), lse[r]);
+        for (int64_t d = 0; d < D; ++d) o[orc.iq(b, i, h, d)] = row[d];
+      }
+    }, host::grain_for(seqlen_k * D));
+  } else {
+    std::vector<std::vector<double>> deltas(batch);
+    host::parallel_for(batch, [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) deltas[b] = orc.deltas(b);
+    }, 1);
+    host::parallel_for(batch * heads_q * seqlen_q, [&](int64_t lo, int64_t hi) {
+      std::vector<double> row(D);
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t b = r / (heads_q * seqlen_q), h = (r / seqlen_q) % heads_q, i = r % seqlen_q;
+        orc.dq_row(b, h, i, row.data());
+        for (int64_t d = 0; d < D; ++d) out[0].values[orc.iq(b, i, h, d)] = row[d];
+      }
+    }, host::grain_for(seqlen_k * D * 3));
+    host::parallel_for(batch * heads_kv * seqlen_k, [&](int64_t lo, int64_t hi) {
+      std::vector<double> dk(D), dv(D);
+      for (int64_t c = lo; c < hi; ++c) {
+        const int64_t b = c / (heads_kv * seqlen_k), hk = (c / seqlen_k) % heads_kv, j = c % seqlen_k;
+        orc.dkv_col(b, hk, j, deltas[b].data(), dk.data(), dv.data());
+        for (int64_t d = 0; d < D; ++d) {
+          out[1].values[orc.ik(b, j, hk, d)] = dk[d];
+          out[2].values[orc.ik(b, j, hk, d)] = dv[d];
+        }
+      }
+    }, host::grain_for(seqlen_q * group() * D * 5));
+  }
+  out_rms.assign(out.size(), 0.0);
+  for (size_t i = 0; i < out.size(); ++i) out_rms[i] = rms_of(out[i].values.data(), int64_t(out[i].values.size()));
+}
+
+// The sampled check at benchmark sizes: each flat position belongs to one row (forward, dq) or
+// one key column (dk, dv), computed once for all of its positions.
+bool AttentionProblem::reference_at(const std::vector<HostTensor>& in, int output_index,
+                                    const std::vector<int64_t>& flat, std::vector<double>& values) const {
+  Oracle orc(*this, in);
+  const int64_t D = head_dim;
+  const bool lse_out = !backward && output_index == 1;
+  const bool kv_out = backward && output_index >= 1;
+  // Unit (row or column) of each position, as (b, head, seq), and d.
+  struct Pos { int64_t unit, d; };
+  std::vector<Pos> pos(flat.size());
+  std::map<int64_t, int64_t> units;  // unit id -> slot
+  const int64_t S = kv_out ? seqlen_k : seqlen_q, H = kv_out ? heads_kv : heads_q;
+  for (size_t n = 0; n < flat.size(); ++n) {
+    int64_t f = flat[n], b, h, s, d = 0;
+    if (lse_out) {
+      b = f / (H * S), h = (f / S) % H, s = f % S;
+    } else {
+      d = f % D;
+      const int64_t r = f / D;
+      if (layout == AttentionLayout::kBSHD) b = r / (S * H), s = (r / H) % S, h = r % H;
+      else b = r / (H * S), h = (r / S) % H, s = r % S;
+    }
+    pos[n] = {(b * H + h) * S + s, d};
+    units.emplace(pos[n].unit, 0);
+  }
+  std::vector<int64_t> ids;
+  for (auto& [u, slot] : units) slot = int64_t(ids.size()), ids.push_back(u);
+  std::vector<double> results(ids.size() * (D + 1));
+  std::map<int64_t, std::vector<double>> deltas;
+  if (kv_out)
+    for (int64_t u : ids) deltas.emplace(u / (H * S), std::vector<double>());
+  std::vector<int64_t> bs;
+  for (auto& [b, v] : deltas) bs.push_back(b);
+  host::parallel_for(int64_t(bs.size()), [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) deltas[bs[n]] = orc.deltas(bs[n]);
+  }, 1);
+  host::parallel_for(int64_t(ids.size()), [&](int64_t lo, int64_t hi) {
+    std::vector<double> tmp(D);
+    for (int64_t n = lo; n < hi; ++n) {
+      const int64_t u = ids[n], b = u / (H * S), h = (u / S) % H, s = u % S;
+      double* res = results.data() + n * (D + 1);
+      if (!backward) orc.fwd_row(b, h, s, res, res[D]);
+      else if (!kv_out) orc.dq_row(b, h, s, res);
+      else {
+        std::vector<double> dk(D), dv(D);
+        orc.dkv_col(b, h, s, deltas.at(b).data(), dk.data(), dv.data());
+        std::copy(output_index == 1 ? dk.begin() : dv.begin(), output_index == 1 ? dk.end() : dv.end(), res);
+      }
+    }
+  }, 1);
+  values.resize(flat.size());
+  for (size_t n = 0; n < flat.size(); ++n) {
+    const double* res = results.data() + units[pos[n].unit] * (D + 1);
+    values[n] = lse_out ? res[D] : res[pos[n].d];
+  }
+  if (out_rms.size() != outputs().size()) out_rms.assign(outputs().size(), 0.0);
+  out_rms[output_index] = rms_of(values.data(), int64_t(values.size()));
+  return true;
+}
+
+// The kernels round P (and, backward, dS) to the 16-bit dtype before the tensor-core products,
+// and round the outputs once: every term of an output's sum carries a relative error of up to u
+// (the unit roundoff), so the sum's error is about u times the root mean square of its terms —
+// about u times the output's own RMS for random-sign terms. Absolute: 8 u x RMS (the output's,
+// from the reference), covering the largest of a few thousand such errors; relative: 2 u (the
+// final rounding, reference and kernel landing on neighbouring values). lse is f32 throughout:
+// exp2/log2 approximations and f32 scores, a few 1e-6 of values up to ~10.
+// tests/cpp/test_attention.cpp emulates that rounding on the CPU and checks it passes.
+Tolerance AttentionProblem::tolerance(int output_index) const {
+  const double u = unit_roundoff();
+  if (!backward && output_index == 1) return {2e-5, 1e-5};
+  const double rms = output_index < int(out_rms.size()) ? out_rms[output_index] : 1.0;
+  return {8 * u * std::max(rms, 1e-3) + 1e-7, 2 * u};
+}
+
+Attrs AttentionProblem::attrs() const {
+  Attrs a{{"backward", backward},
+          {"causal", causal},
+          {"scale", scale},
+          {"window_left", window_left},
+          {"window_right", window_right},
+          {"softcap", softcap},
+          {"layout", std::string(layout == AttentionLayout::kBSHD ? "bshd" : "bhsd")}};
+  if (backward) a.set("deterministic", deterministic);
+  return a;
+}
+
+AttentionArgs AttentionArgs::bind(const AttentionProblem& p, const Operands& ops) {
+  AttentionArgs a;
+  a.q = ops.in.at(0).data;
+  a.k = ops.in.at(1).data;
+  a.v = ops.in.at(2).data;
+  if (p.backward) {
+    a.o = ops.in.at(3).data;
+    a.dout = ops.in.at(4).data;
+    a.lse_in = static_cast<const float*>(ops.in.at(5).data);
+    a.out = ops.out.at(0).data;
+    a.dk = ops.out.at(1).data;
+    a.dv = ops.out.at(2).data;
+  } else {
+    a.out = ops.out.at(0).data;
+    a.lse_out = static_cast<float*>(ops.out.at(1).data);
+  }
+  a.batch = p.batch, a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k;
+  a.heads_q = p.heads_q, a.heads_kv = p.heads_kv, a.head_dim = p.head_dim;
+  a.sq = p.str_q, a.sk = p.str_k, a.sv = p.str_v, a.so = p.str_o;
+  a.sdo = p.str_do, a.sdq = p.str_dq, a.sdk = p.str_dk, a.sdv = p.str_dv;
+  a.scale = float(p.scale);
+  a.softcap = float(p.softcap);
+  a.window_left = p.window_left;
+  a.window_right = p.eff_window_right();
+  a.dtype = p.dtype;
+  a.backward = p.backward;
+  a.deterministic = p.deterministic;
+  return a;
+}
+
+namespace {
+
+// ---- validation: typed errors naming the op and the values received ----------------------------
+
+struct Dims {
+  int64_t b, s, h, d;
+  AttnStrides st;
+};
+
+Dims dims_of(const char* op, const char* name, const TensorView& t, AttentionLayout layout) {
+  if (t.rank() != 4)
+    HK_THROW(kValue, op, ": ", name, " must have 4 dimensions (", layout == AttentionLayout::kBSHD ? "B, S, H, D" : "B, H, S, D",
+             "), got ", t.rank(), " (shape [", shape_to_string(t.shape), "])");
+  if (t.dtype != DType::kBF16 && t.dtype != DType::kF16)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected bf16 or f16");
+  for (int i = 0; i < 4; ++i)
+    if (t.shape[i] < 0) HK_THROW(kValue, op, ": ", name, " has a negative extent: [", shape_to_string(t.shape), "]");
+  const bool bshd = layout == AttentionLayout::kBSHD;
+  Dims d{t.shape[0], t.shape[bshd ? 1 : 2], t.shape[bshd ? 2 : 1], t.shape[3],
+         {t.stride(0), t.stride(bshd ? 1 : 2), t.stride(bshd ? 2 : 1)}};
+  if (d.d == 0) HK_THROW(kValue, op, ": ", name, " has head dim 0; D must be at least 1");
+  if (t.numel() > 0 && t.stride(3) != 1 && d.d > 1)
+    HK_THROW(kNotSupported, op, ": ", name, " needs a contiguous last dimension (stride 1), got stride ", t.stride(3));
+  if (t.numel() > 0 && (d.st.b < 0 || d.st.s < 0 || d.st.h < 0))
+    HK_THROW(kNotSupported, op, ": ", name, " has a negative stride");
+  if (t.numel() > 0 && t.data == nullptr)
+    HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
+  if (t.numel() > 0 && t.alignment() < 2) HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its 2-byte elements");
+  return d;
+}
+
+void expect_same(const char* op, const char* name, const TensorView& t, const Dims& d, const char* ref_name,
+                 const TensorView& ref, const Dims& r) {
+  if (t.dtype != ref.dtype)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), " but ", ref_name, " is ", to_string(ref.dtype));
+  if (d.b != r.b || d.s != r.s || d.h != r.h || d.d != r.d)
+    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "] but ", ref_name, " has [",
+             shape_to_string(ref.shape), "]");
+}
+
+void check_lse(const char* op, const TensorView& lse, int64_t b, int64_t h, int64_t s) {
+  if (lse.dtype != DType::kF32) HK_THROW(kType, op, ": lse is ", to_string(lse.dtype), ", expected f32");
+  if (lse.shape != std::vector<int64_t>{b, h, s})
+    HK_THROW(kValue, op, ": lse has shape [", shape_to_string(lse.shape), "], expected [", b, "x", h, "x", s,
+             "] (B, Hq, Sq)");
+  if (!lse.is_contiguous()) HK_THROW(kNotSupported, op, ": lse must be contiguous, got ", lse.describe());
+  if (lse.numel() > 0 && lse.data == nullptr) HK_THROW(kValue, op, ": lse is a null pointer with ", lse.numel(), " elements");
+  if (lse.numel() > 0 && lse.alignment() < 4) HK_THROW(kNotSupported, op, ": lse is not aligned to its 4-byte elements");
+}
+
+int min_align(std::initializer_list<const TensorView*> ts) {
+  int a = 256;
+  for (auto* t : ts)
+    if (t->numel() > 0) a = std::min(a, t->alignment());
+  return a;
+}
+
+void apply_options(const char* op, AttentionProblem& p, const AttentionOptions& o) {
+  if (o.window_left < -1 || o.window_right < -1)
+    HK_THROW(kValue, op, ": window (", o.window_left, ", ", o.window_right, ") must be >= -1 (-1: unbounded)");
+  if (!(o.softcap >= 0) || !std::isfinite(o.softcap)) HK_THROW(kValue, op, ": softcap must be finite and >= 0, got ", o.softcap);
+  if (!std::isfinite(o.scale)) HK_THROW(kValue, op, ": scale must be finite, got ", o.scale);
+  p.causal = o.causal;
+  p.window_left = o.window_left;
+  p.window_right = o.window_right;
+  p.softcap = o.softcap;
+  p.scale = o.scale > 0 ? o.scale : p.default_scale();
+  p.deterministic = o.deterministic;
+}
+
+// The problem q, k, v (and, backward, o, dout, lse) pose; outputs contiguous until the caller
+// says otherwise.
+AttentionProblem checked(const char* op, const std::vector<const TensorView*>& in, const AttentionOptions& opt,
+                         bool bwd) {
+  const TensorView &q = *in[0], &k = *in[1], &v = *in[2];
+  Dims dq = dims_of(op, "q", q, opt.layout), dk = dims_of(op, "k", k, opt.layout), dv = dims_of(op, "v", v, opt.layout);
+  if (k.dtype != q.dtype) HK_THROW(kType, op, ": k is ", to_string(k.dtype), " but q is ", to_string(q.dtype));
+  if (v.dtype != q.dtype) HK_THROW(kType, op, ": v is ", to_string(v.dtype), " but q is ", to_string(q.dtype));
+  if (dk.b != dq.b) HK_THROW(kValue, op, ": k has batch ", dk.b, " but q has ", dq.b);
+  if (dk.d != dq.d) HK_THROW(kValue, op, ": k has head dim ", dk.d, " but q has ", dq.d);
+  expect_same(op, "v", v, dv, "k", k, dk);
+  if (dk.h == 0 && dq.h > 0) HK_THROW(kValue, op, ": k has 0 heads but q has ", dq.h);
+  if (dk.h > 0 && dq.h % dk.h != 0)
+    HK_THROW(kValue, op, ": q's heads (", dq.h, ") must be a multiple of k's and v's (", dk.h, ")");
+  AttentionProblem p(dq.b, dq.s, dk.s, dq.h, std::max<int64_t>(dk.h, 1), dq.d, q.dtype, bwd, opt.layout);
+  apply_options(op, p, opt);
+  p.str_q = dq.st, p.str_k = dk.st, p.str_v = dv.st;
+  std::vector<const TensorView*> all = {&q, &k, &v};
+  if (bwd) {
+    const TensorView &o = *in[3], &dout = *in[4], &lse = *in[5];
+    Dims d_o = dims_of(op, "o", o, opt.layout), d_do = dims_of(op, "dout", dout, opt.layout);
+    expect_same(op, "o", o, d_o, "q", q, dq);
+    expect_same(op, "dout", dout, d_do, "q", q, dq);
+    check_lse(op, lse, dq.b, dq.h, dq.s);
+    p.str_o = d_o.st, p.str_do = d_do.st;
+    all.insert(all.end(), {&o, &dout, &lse});
+  }
+  p.align_bytes = 256;
+  for (auto* t : all) p.align_bytes = std::min(p.align_bytes, min_align({t}));
+  return p;
+}
+
+AttentionOptions options_from(const char* op, const Attrs& attrs) {
+  AttentionOptions o;
+  o.causal = attrs.get_bool(op, "causal", false);
+  o.scale = attrs.get_double(op, "scale", 0.0);
+  o.window_left = attrs.get_int(op, "window_left", -1);
+  o.window_right = attrs.get_int(op, "window_right", -1);
+  o.softcap = attrs.get_double(op, "softcap", 0.0);
+  o.deterministic = attrs.get_bool(op, "deterministic", false);
+  const std::string lay = attrs.get_string(op, "layout", "bshd");
+  if (lay == "bshd") o.layout = AttentionLayout::kBSHD;
+  else if (lay == "bhsd") o.layout = AttentionLayout::kBHSD;
+  else HK_THROW(kValue, op, ": layout must be \"bshd\" or \"bhsd\", got \"", lay, "\"");
+  return o;
+}
+
+// ---- the family ------------------------------------------------------------------------------
+
+struct TestShape {
+  int64_t b, sq, sk, hq, hkv, d;
+  bool causal = false;
+  int64_t wl = -1, wr = -1;
+  double softcap = 0, scale = 0;
+  AttentionLayout layout = AttentionLayout::kBSHD;
+  int64_t pad = 0;  // extra elements per (s, h) row of every input (padded strides)
+  DType dtype = DType::kBF16;
+  bool fwd = true, bwd = true;
+};
+
+std::shared_ptr<AttentionProblem> make(const TestShape& t, bool bwd, bool det) {
+  auto p = std::make_shared<AttentionProblem>(t.b, t.sq, t.sk, t.hq, t.hkv, t.d, t.dtype, bwd, t.layout);
+  p->causal = t.causal;
+  p->window_left = t.wl;
+  p->window_right = t.wr;
+  p->softcap = t.softcap;
+  if (t.scale > 0) p->scale = t.scale;
+  p->deterministic = det;
+  if (t.pad > 0) {
+    // Rows of D + pad elements: (b, s, h) strides of a [B, S, H, D + pad] (or [B, H, S, D + pad])
+    // buffer, inputs only (the outputs stay contiguous so that attrs() rebuilds the problem).
+    auto padded = [&](int64_t s, int64_t h) -> AttnStrides {
+      const int64_t row = t.d + t.pad;
+      if (t.layout == AttentionLayout::kBSHD) return {s * h * row, h * row, row};
+      return {h * s * row, row, s * row};
+    };
+    p->str_q = padded(t.sq, t.hq);
+    p->str_k = p->str_v = padded(t.sk, t.hkv);
+    if (bwd) p->str_o = p->str_do = padded(t.sq, t.hq);
+  }
+  return p;
+}
+
+class AttentionFamily final : public Family {
+ public:
+  std::string name() const override { return "attention"; }
+  std::string summary() const override {
+    return "scaled dot-product attention (FlashAttention fwd/bwd): bf16/f16, any D, GQA, causal/window/softcap masks, "
+           "bshd or bhsd strides";
+  }
+  std::vector<ProblemPtr> test_problems() const override {
+    using L = AttentionLayout;
+    std::vector<TestShape> shapes;
+    // head dims: the tensor-core ones and odd ones only the general rung runs
+    for (int64_t d : {1, 3, 16, 32, 64, 96, 128, 256})
+      shapes.push_back({1, 129, 129, 2, 1, d, d % 2 == 0});
+    // sequence lengths around the 64/128-row tiles, Sq != Sk both ways with causal (bottom-right
+    // aligned; Sq > Sk leaves the first Sq - Sk rows with no key: O = 0, lse = -inf)
+    for (auto [sq, sk] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {7, 7}, {127, 127}, {128, 128}, {300, 300}, {1, 300}, {7, 300}, {300, 7}, {128, 300}, {300, 129}}) {
+      shapes.push_back({2, sq, sk, 2, 2, 64, false});
+      shapes.push_back({1, sq, sk, 2, 1, 128, true});
+    }
+    // GQA (8 query heads on 2 kv heads) and MQA
+    shapes.push_back({2, 129, 129, 8, 2, 64, true});
+    shapes.push_back({1, 300, 127, 8, 2, 128, false});
+    shapes.push_back({1, 127, 129, 4, 1, 64, true});
+    // PyTorch's layout (bhsd) and padded strides, both layouts
+    shapes.push_back({2, 129, 127, 4, 2, 64, true, -1, -1, 0, 0, L::kBHSD});
+    shapes.push_back({1, 128, 300, 2, 1, 128, false, -1, -1, 0, 0, L::kBHSD});
+    shapes.push_back({1, 77, 129, 2, 2, 37, false, -1, -1, 0, 0, L::kBHSD});
+    shapes.push_back({2, 129, 129, 4, 2, 64, false, -1, -1, 0, 0, L::kBSHD, 8});
+    shapes.push_back({1, 129, 200, 2, 1, 128, true, -1, -1, 0, 0, L::kBHSD, 24});
+    shapes.push_back({1, 100, 100, 2, 1, 64, false, -1, -1, 0, 0, L::kBSHD, 3});  // rows not 16-byte multiples
+    // sliding windows, with and without causal, Sq != Sk
+    shapes.push_back({1, 300, 300, 2, 1, 64, false, 16, 0});
+    shapes.push_back({1, 300, 300, 2, 1, 128, false, 32, 8});
+    shapes.push_back({1, 129, 300, 2, 2, 64, true, 64, -1});
+    shapes.push_back({1, 300, 129, 2, 1, 64, false, -1, 4});
+    shapes.push_back({1, 200, 200, 2, 1, 64, false, 0, 0});  // the diagonal alone
+    // softcap (large scores through scale = 1 make tanh matter), and an explicit scale
+    shapes.push_back({1, 129, 129, 2, 1, 64, true, -1, -1, 1.5, 1.0});
+    shapes.push_back({1, 128, 300, 4, 2, 128, false, -1, -1, 30.0});
+    shapes.push_back({1, 129, 129, 2, 1, 96, false, -1, -1, 0, 0.3});
+    // f16
+    for (TestShape t : std::vector<TestShape>{{2, 129, 129, 4, 2, 64, true}, {1, 300, 128, 2, 1, 128, false},
+                                              {1, 129, 129, 2, 1, 7, true}, {1, 129, 129, 2, 1, 256, false}}) {
+      t.dtype = DType::kF16;
+      shapes.push_back(t);
+    }
+    std::vector<ProblemPtr> out;
+    for (auto& t : shapes) {
+      out.push_back(make(t, false, false));
+      out.push_back(make(t, true, false));
+    }
+    // deterministic backward on a few shapes (the dq accumulation without atomics)
+    for (TestShape t : std::vector<TestShape>{{2, 300, 300, 8, 2, 64, true}, {1, 129, 257, 2, 1, 128, false},
+                                              {1, 200, 200, 2, 1, 37, false}})
+      out.push_back(make(t, true, true));
+    return out;
+  }
+  std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
+    // FlashAttention's benchmark: 16k tokens per batch (B = 16384 / S), Hq = 2048 / D.
+    struct B { int64_t s, d; bool causal; };
+    std::vector<B> list;
+    std::vector<int64_t> seqs = {512, 2048, 8192};
+    if (sel.quick) list = {{2048, 128, true}};
+    for (auto& s : sel.shapes) {
+      auto v = parse_shape(s);  // SxD or SxDxC (C: 1 = causal)
+      if (v.size() < 2 || v.size() > 3)
+        HK_THROW(kValue, "attention: bench shapes are SxD or SxDxCAUSAL, got ", shape_to_string(v));
+      list.push_back({v[0], v[1], v.size() == 3 && v[2] != 0});
+    }
+    if (list.empty())
+      for (int64_t d : {64, 128})
+        for (int64_t s : seqs)
+          for (bool c : {false, true}) list.push_back({s, d, c});
+    std::vector<DType> dtypes = sel.dtypes.empty() ? std::vector<DType>{DType::kBF16} : sel.dtypes;
+    std::vector<ProblemPtr> out;
+    for (auto& b : list)
+      for (DType dt : dtypes)
+        for (bool bwd : {false, true}) {
+          const int64_t batch = std::max<int64_t>(1, 16384 / b.s), heads = std::max<int64_t>(1, 2048 / b.d);
+          TestShape t{batch, b.s, b.s, heads, heads, b.d, b.causal};
+          t.dtype = dt;
+          out.push_back(make(t, bwd, false));
+        }
+    return out;
+  }
+  // inputs {q, k, v} or, with backward=true, {q, k, v, o, dout, lse}; attributes causal, scale,
+  // window_left, window_right, softcap, layout ("bshd" | "bhsd"), deterministic (backward).
+  ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
+    attrs.expect_only("attention",
+                      {"backward", "causal", "scale", "window_left", "window_right", "softcap", "layout", "deterministic"});
+    const bool bwd = attrs.get_bool("attention", "backward", false);
+    const char* op = bwd ? "attention_backward" : "attention";
+    if (in.size() != (bwd ? 6u : 3u))
+      HK_THROW(kValue, op, ": takes ", bwd ? "6 inputs (q, k, v, o, dout, lse)" : "3 inputs (q, k, v)", ", got ",
+               in.size());
+    std::vector<const TensorView*> ptrs;
+    for (auto& t : in) ptrs.push_back(&t);
+    return std::make_shared<AttentionProblem>(checked(op, ptrs, options_from(op, attrs), bwd));
+  }
+};
+
+HK_REGISTER_FAMILY(AttentionFamily);
+
+bool empty_problem(const AttentionProblem& p) { return p.batch == 0 || p.seqlen_q == 0 || p.heads_q == 0; }
+
+}  // namespace
+
+void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+               const TensorView& lse, const AttentionOptions& options, cudaStream_t stream) {
+  const char* op = "attention";
+  AttentionProblem p = checked(op, {&q, &k, &v}, options, false);
+  Dims dq = dims_of(op, "q", q, options.layout), d_o = dims_of(op, "o", o, options.layout);
+  expect_same(op, "o", o, d_o, "q", q, dq);
+  check_lse(op, lse, p.batch, p.heads_q, p.seqlen_q);
+  p.str_o = d_o.st;
+  p.align_bytes = std::min(p.align_bytes, min_align({&o, &lse}));
+  if (empty_problem(p)) return;
+  Registry::get().pick(p).run(p, Operands{{q, k, v}, {o, lse}}, stream);
+}
+
+void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                        const TensorView& dout, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                        const TensorView& dv, const AttentionOptions& options, cudaStream_t stream) {
+  const char* op = "attention_backward";
+  AttentionProblem p = checked(op, {&q, &k, &v, &o, &dout, &lse}, options, true);
+  Dims d_q = dims_of(op, "q", q, options.layout), d_k = dims_of(op, "k", k, options.layout);
+  Dims g_q = dims_of(op, "dq", dq, options.layout), g_k = dims_of(op, "dk", dk, options.layout),
+       g_v = dims_of(op, "dv", dv, options.layout);
+  expect_same(op, "dq", dq, g_q, "q", q, d_q);
+  expect_same(op, "dk", dk, g_k, "k", k, d_k);
+  expect_same(op, "dv", dv, g_v, "k", k, d_k);
+  p.str_dq = g_q.st, p.str_dk = g_k.st, p.str_dv = g_v.st;
+  p.align_bytes = std::min(p.align_bytes, min_align({&dq, &dk, &dv}));
+  if (p.batch == 0 || p.heads_q == 0) return;
+  if (p.seqlen_q == 0 && p.seqlen_k == 0) return;
+  Registry::get().pick(p).run(p, Operands{{q, k, v, o, dout, lse}, {dq, dk, dv}}, stream);
+}
+
+}  // namespace hk

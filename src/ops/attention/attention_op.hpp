@@ -1,0 +1,123 @@
+// attention/attention_op.hpp — the attention op contract: problem, args, the mask rule shared by
+// the reference and every kernel, flops/bytes, reference, tolerance.
+//
+// Forward:  in {q, k, v}                    out {o, lse}
+// Backward: in {q, k, v, o, dout, lse}      out {dq, dk, dv}
+// q-like tensors (q, o, dout, dq) are [B, Sq, Hq, D] (layout bshd) or [B, Hq, Sq, D] (bhsd),
+// k-like ones (k, v, dk, dv) [B, Sk, Hkv, D] or [B, Hkv, Sk, D]; each carries its own (batch,
+// seq, head) strides in elements, the last dimension contiguous. lse is f32 [B, Hq, Sq],
+// contiguous. One dtype (f16 or bf16) for the rest; math in f32. The kernels see pointers and
+// (b, s, h) strides only, so the layout is just the order of the logical shape.
+//
+// Variable length (packed [total, H, D] with cu_seqlens) is not in the contract yet; it would be
+// a third layout whose batch index selects a row range through two int32 inputs (cu_seqlens_q,
+// cu_seqlens_k) appended to inputs(), with batch stride 0 and Sq / Sk the maxima. The mask rule
+// below already takes the per-sequence lengths as arguments for that reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hk/ops/attention.hpp"
+#include "hk/registry.hpp"
+
+#ifndef HK_HOST_DEVICE
+#if defined(__CUDACC__)
+#define HK_HOST_DEVICE __host__ __device__
+#else
+#define HK_HOST_DEVICE
+#endif
+#endif
+
+namespace hk {
+
+// Element strides of one [B, S, H, D] operand, whatever its logical layout; D's stride is 1.
+struct AttnStrides {
+  int64_t b = 0, s = 0, h = 0;
+  bool operator==(const AttnStrides& o) const { return b == o.b && s == o.s && h == o.h; }
+};
+
+// The keys query row i may attend: [lo, hi] (empty when lo > hi). The one place the mask rule
+// lives: wl / wr are the window (-1 unbounded) with causal already folded into wr (0).
+struct KeyRange {
+  int64_t lo, hi;
+};
+HK_HOST_DEVICE inline KeyRange attn_key_range(int64_t i, int64_t sq, int64_t sk, int64_t wl, int64_t wr) {
+  const int64_t diag = i + sk - sq;  // bottom-right aligned diagonal
+  int64_t lo = wl >= 0 ? diag - wl : 0;
+  int64_t hi = wr >= 0 ? diag + wr : sk - 1;
+  if (lo < 0) lo = 0;
+  if (hi > sk - 1) hi = sk - 1;
+  return {lo, hi};
+}
+
+struct AttentionProblem final : Problem {
+  int64_t batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, head_dim = 64;
+  DType dtype = DType::kBF16;
+  AttentionLayout layout = AttentionLayout::kBSHD;
+  bool causal = false;
+  int64_t window_left = -1, window_right = -1;  // as given (causal not folded in)
+  double softcap = 0.0;
+  double scale = 0.0;  // resolved: 1 / sqrt(D) when constructed with <= 0
+  bool backward = false;
+  bool deterministic = false;  // backward only
+  // Strides of q, k, v, o (both directions), dout, dq, dk, dv (backward). Contiguous in `layout`
+  // unless set otherwise (default_strides()).
+  AttnStrides str_q, str_k, str_v, str_o, str_do, str_dq, str_dk, str_dv;
+
+  AttentionProblem() = default;
+  AttentionProblem(int64_t b, int64_t s_q, int64_t s_k, int64_t h_q, int64_t h_kv, int64_t d, DType dt,
+                   bool bwd = false, AttentionLayout lay = AttentionLayout::kBSHD);
+
+  // Contiguous strides of a q-like (kv = false) or k-like operand in `layout`.
+  AttnStrides default_strides(bool kv) const;
+  void reset_strides();
+  // Window as the kernels use it: causal folded into the right edge.
+  int64_t eff_window_right() const { return causal ? 0 : window_right; }
+  KeyRange keys(int64_t i) const { return attn_key_range(i, seqlen_q, seqlen_k, window_left, eff_window_right()); }
+  bool masked() const { return causal || window_left >= 0 || window_right >= 0; }
+  int64_t group() const { return heads_q / heads_kv; }
+  double default_scale() const;
+  // Attended (query, key) pairs per (batch, head): what flops() counts.
+  double attended_pairs() const;
+  // "" when every operand's base is 16-byte aligned and its (b, s, h) strides are multiples of 8
+  // elements (16-byte rows for cp.async); otherwise why not. The tensor-core rungs need it.
+  std::string rows_16b() const;
+
+  std::string family() const override { return "attention"; }
+  std::string key() const override;
+  double flops() const override;
+  double bytes() const override;
+  std::vector<TensorSpec> inputs() const override;
+  std::vector<TensorSpec> outputs() const override;
+  void reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const override;
+  bool reference_at(const std::vector<HostTensor>& in, int output_index, const std::vector<int64_t>& flat,
+                    std::vector<double>& values) const override;
+  Tolerance tolerance(int output_index) const override;
+  Attrs attrs() const override;
+
+  // The unit roundoff of the 16-bit dtype: 2^-8 (bf16), 2^-11 (f16).
+  double unit_roundoff() const;
+  // Set by reference() / reference_at(): each output's root mean square over its finite values,
+  // the scale the tolerance's absolute term is relative to (see tolerance()).
+  mutable std::vector<double> out_rms;
+};
+
+// What a rung's launcher receives. Forward: o, lse written. Backward: dq, dk, dv written.
+struct AttentionArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *dout = nullptr;
+  const float* lse_in = nullptr;  // backward
+  void* out = nullptr;            // forward: o; backward: dq
+  float* lse_out = nullptr;       // forward
+  void *dk = nullptr, *dv = nullptr;
+  int64_t batch = 0, seqlen_q = 0, seqlen_k = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
+  AttnStrides sq, sk, sv, so, sdo, sdq, sdk, sdv;  // so: o (backward input) or the forward's output
+  float scale = 0.f, softcap = 0.f;
+  int64_t window_left = -1, window_right = -1;  // causal folded in
+  DType dtype = DType::kBF16;
+  bool backward = false, deterministic = false;
+  static AttentionArgs bind(const AttentionProblem& p, const Operands& ops);
+};
+
+}  // namespace hk

@@ -1,0 +1,402 @@
+// attention beyond the registry sweep: bad input (CPU), the dispatch picks a production rung for
+// every test problem (CPU), attrs() rebuild every problem (CPU), the fp64 reference against
+// finite differences and by hand (CPU), the tolerance against an emulation of the kernels'
+// 16-bit rounding (CPU), the public ops on transposed and padded views and the deterministic
+// backward run twice (GPU).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <limits>
+
+#include "attention/attention_op.hpp"
+#include "bench/case.hpp"
+#include "core/host.hpp"
+#include "hk/hk.hpp"
+#include "test_util.hpp"
+
+using hk::AttentionLayout;
+using hk::AttentionOptions;
+using hk::AttentionProblem;
+using hk::DType;
+using hk::ErrorKind;
+using hk::TensorView;
+using hktest::expect_error;
+using hktest::fake_ptr;
+
+namespace {
+
+TensorView t4(DType dt, std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {
+  return TensorView(fake_ptr(), dt, std::move(shape), std::move(strides));
+}
+
+// Views with fake pointers laid out as a problem's specs (shape and strides).
+std::vector<TensorView> views_of(const std::vector<hk::TensorSpec>& specs) {
+  std::vector<TensorView> v;
+  for (auto& s : specs) v.emplace_back(fake_ptr(), s.dtype, s.shape, s.strides);
+  return v;
+}
+
+}  // namespace
+
+TEST(AttentionBadInput, Ranks) {
+  auto q = t4(DType::kBF16, {2, 16, 4, 64}), k = t4(DType::kBF16, {2, 16, 4, 64});
+  auto o = q;
+  auto lse = t4(DType::kF32, {2, 4, 16});
+  TensorView q3(fake_ptr(), DType::kBF16, {16, 4, 64});
+  expect_error(ErrorKind::kValue, "q must have 4 dimensions", [&] { hk::attention(q3, k, k, o, lse); });
+  TensorView k5(fake_ptr(), DType::kBF16, {1, 2, 16, 4, 64});
+  expect_error(ErrorKind::kValue, "k must have 4 dimensions", [&] { hk::attention(q, k5, k, o, lse); });
+}
+
+TEST(AttentionBadInput, HeadsAndDims) {
+  auto q = t4(DType::kBF16, {2, 16, 6, 64}), k = t4(DType::kBF16, {2, 16, 4, 64});
+  auto lse = t4(DType::kF32, {2, 6, 16});
+  expect_error(ErrorKind::kValue, "multiple of k's and v's (4)", [&] { hk::attention(q, k, k, q, lse); });
+  auto q8 = t4(DType::kBF16, {2, 16, 8, 64}), k32 = t4(DType::kBF16, {2, 16, 4, 32});
+  auto lse8 = t4(DType::kF32, {2, 8, 16});
+  expect_error(ErrorKind::kValue, "head dim 32 but q has 64", [&] { hk::attention(q8, k32, k32, q8, lse8); });
+  auto kb = t4(DType::kBF16, {3, 16, 4, 64});
+  expect_error(ErrorKind::kValue, "batch 3 but q has 2", [&] { hk::attention(q8, kb, kb, q8, lse8); });
+  auto k4 = t4(DType::kBF16, {2, 16, 4, 64}), v5 = t4(DType::kBF16, {2, 17, 4, 64});
+  expect_error(ErrorKind::kValue, "v has shape", [&] { hk::attention(q8, k4, v5, q8, lse8); });
+  auto o_bad = t4(DType::kBF16, {2, 16, 8, 32});
+  expect_error(ErrorKind::kValue, "o has shape", [&] { hk::attention(q8, k4, k4, o_bad, lse8); });
+  auto lse_bad = t4(DType::kF32, {2, 16, 8});
+  expect_error(ErrorKind::kValue, "lse has shape", [&] { hk::attention(q8, k4, k4, q8, lse_bad); });
+}
+
+TEST(AttentionBadInput, Dtypes) {
+  auto q = t4(DType::kBF16, {1, 8, 2, 64}), kh = t4(DType::kF16, {1, 8, 2, 64});
+  auto lse = t4(DType::kF32, {1, 2, 8});
+  expect_error(ErrorKind::kType, "k is f16 but q is bf16", [&] { hk::attention(q, kh, kh, q, lse); });
+  auto qf = t4(DType::kF32, {1, 8, 2, 64});
+  expect_error(ErrorKind::kType, "expected bf16 or f16", [&] { hk::attention(qf, qf, qf, qf, lse); });
+  auto lse16 = t4(DType::kBF16, {1, 2, 8});
+  expect_error(ErrorKind::kType, "lse is bf16, expected f32", [&] { hk::attention(q, q, q, q, lse16); });
+  expect_error(ErrorKind::kType, "dout is f16 but q is bf16",
+               [&] { hk::attention_backward(q, q, q, q, kh, lse, q, q, q); });
+  expect_error(ErrorKind::kType, "dk is f16 but k is bf16",
+               [&] { hk::attention_backward(q, q, q, q, q, lse, q, kh, q); });
+}
+
+TEST(AttentionBadInput, LayoutsAndOptions) {
+  auto q = t4(DType::kBF16, {1, 8, 2, 64});
+  auto lse = t4(DType::kF32, {1, 2, 8});
+  auto qt = t4(DType::kBF16, {1, 8, 2, 64}, {1024, 128, 64 * 8 * 2, 2});
+  expect_error(ErrorKind::kNotSupported, "contiguous last dimension", [&] { hk::attention(qt, q, q, q, lse); });
+  TensorView qn(nullptr, DType::kBF16, {1, 8, 2, 64});
+  expect_error(ErrorKind::kValue, "q is a null pointer", [&] { hk::attention(qn, q, q, q, lse); });
+  TensorView qm(fake_ptr(1), DType::kBF16, {1, 8, 2, 64});
+  expect_error(ErrorKind::kNotSupported, "aligned", [&] { hk::attention(qm, q, q, q, lse); });
+  AttentionOptions w;
+  w.window_left = -2;
+  expect_error(ErrorKind::kValue, "window", [&] { hk::attention(q, q, q, q, lse, w); });
+  AttentionOptions c;
+  c.softcap = -1;
+  expect_error(ErrorKind::kValue, "softcap", [&] { hk::attention(q, q, q, q, lse, c); });
+  auto lse_t = t4(DType::kF32, {1, 2, 8}, {16, 1, 2});
+  expect_error(ErrorKind::kNotSupported, "lse must be contiguous", [&] { hk::attention(q, q, q, q, lse_t); });
+  auto* fam = hk::Registry::get().family("attention");
+  expect_error(ErrorKind::kValue, "layout", [&] { fam->make_problem({q, q, q}, hk::Attrs{{"layout", std::string("sbhd")}}); });
+  expect_error(ErrorKind::kValue, "takes 6 inputs",
+               [&] { fam->make_problem({q, q, q}, hk::Attrs{{"backward", true}}); });
+  expect_error(ErrorKind::kValue, "causl", [&] { fam->make_problem({q, q, q}, hk::Attrs{{"causl", true}}); });
+}
+
+TEST(AttentionBadInput, EmptyIsANoOp) {
+  TensorView q(nullptr, DType::kBF16, {0, 8, 2, 64}), lse(nullptr, DType::kF32, {0, 2, 8});
+  EXPECT_NO_THROW(hk::attention(q, q, q, q, lse));
+  EXPECT_NO_THROW(hk::attention_backward(q, q, q, q, q, lse, q, q, q));
+}
+
+// Every test problem (and the bench problems) has a production rung: the public op never
+// refuses a valid input.
+TEST(AttentionDispatch, EveryProblemGetsAProductionVariant) {
+  auto& reg = hk::Registry::get();
+  std::vector<hk::ProblemPtr> all = reg.family("attention")->test_problems();
+  hk::BenchSelect sel;
+  for (auto& p : reg.family("attention")->bench_problems(sel)) all.push_back(p);
+  for (auto& p : all) {
+    hk::Choice c = reg.choose(*p);
+    ASSERT_NE(c.variant, nullptr) << p->key();
+    EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << p->key() << ": " << c.variant->name();
+    EXPECT_FALSE(c.why.empty()) << p->key();
+  }
+  // the general rung accepts every test problem
+  const hk::Variant* general = reg.variant("attention", "v02_online_softmax");
+  ASSERT_NE(general, nullptr);
+  for (auto& p : all) EXPECT_EQ(general->supports(*p), "") << p->key();
+  EXPECT_TRUE(reg.variant("attention", "v01_materialized")->is(hk::kFlagReference));
+  EXPECT_FALSE(reg.variant("attention", "v01_materialized")->is(hk::kFlagProduction));
+}
+
+// make_problem(views laid out as inputs(), attrs()) rebuilds each test problem (the Python
+// package's path into the family), and the keys are distinct.
+TEST(AttentionFamily, AttrsRebuildEveryProblem) {
+  auto* fam = hk::Registry::get().family("attention");
+  std::set<std::string> keys;
+  for (auto& p : fam->test_problems()) {
+    EXPECT_TRUE(keys.insert(p->key()).second) << "duplicate key " << p->key();
+    auto outs = p->outputs();
+    bool contiguous_out = true;
+    for (auto& o : outs) contiguous_out = contiguous_out && o.strides.empty();
+    if (!contiguous_out) continue;
+    auto rebuilt = fam->make_problem(views_of(p->inputs()), p->attrs());
+    EXPECT_EQ(rebuilt->key(), p->key());
+  }
+}
+
+// Sq = Sk = 1: O = v, lse = the one score. Causal with Sq > Sk: the first Sq - Sk rows see no
+// key: O = 0 and lse = -inf; windows by hand.
+TEST(AttentionReference, ByHand) {
+  AttentionProblem p(1, 1, 1, 1, 1, 2, DType::kF32);
+  auto out = hktest::run_reference(p, {{p.inputs()[0], {1, 2}}, {p.inputs()[1], {3, 4}}, {p.inputs()[2], {5, -6}}});
+  EXPECT_DOUBLE_EQ(out[0].values[0], 5);
+  EXPECT_DOUBLE_EQ(out[0].values[1], -6);
+  EXPECT_NEAR(out[1].values[0], 11 / std::sqrt(2.0), 1e-12);
+
+  AttentionProblem c(1, 3, 2, 1, 1, 1, DType::kF32);
+  c.causal = true;  // row i sees keys j <= i - 1
+  auto oc = hktest::run_reference(c, {{c.inputs()[0], {1, 1, 1}}, {c.inputs()[1], {0, 0}}, {c.inputs()[2], {2, 4}}});
+  EXPECT_EQ(oc[0].values[0], 0.0);
+  EXPECT_EQ(oc[1].values[0], -std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(oc[0].values[1], 2);  // key 0 only
+  EXPECT_DOUBLE_EQ(oc[0].values[2], 3);  // keys 0 and 1, equal scores
+  EXPECT_NEAR(oc[1].values[2], std::log(2.0), 1e-15);
+
+  AttentionProblem w(1, 4, 4, 1, 1, 1, DType::kF32);
+  w.window_left = 1, w.window_right = 0;  // row i sees i-1 and i
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(w.keys(i).lo, std::max<int64_t>(0, i - 1));
+    EXPECT_EQ(w.keys(i).hi, i);
+  }
+  AttentionProblem br(1, 2, 5, 1, 1, 1, DType::kF32);
+  br.causal = true;  // bottom-right: row 0 sees keys 0..3, row 1 keys 0..4
+  EXPECT_EQ(br.keys(0).hi, 3);
+  EXPECT_EQ(br.keys(1).hi, 4);
+}
+
+// The backward reference against central differences of L = sum(dout * O(q, k, v)), with lse
+// and o from the forward reference (as the op is used), GQA, causal, a window and softcap.
+TEST(AttentionReference, BackwardMatchesFiniteDifferences) {
+  for (double cap : {0.0, 2.0}) {
+    AttentionProblem f(1, 5, 6, 2, 1, 3, DType::kF32), b(1, 5, 6, 2, 1, 3, DType::kF32, true);
+    for (AttentionProblem* p : {&f, &b}) p->causal = true, p->window_left = 3, p->softcap = cap, p->scale = 0.9;
+    auto in = hktest::smooth_inputs(f, 7);
+    auto fo = hktest::run_reference(f, in);
+    auto bin = hktest::smooth_inputs(b, 11);
+    for (int i = 0; i < 3; ++i) bin[i].values = in[i].values;
+    bin[3].values = fo[0].values;
+    bin[5].values = fo[1].values;
+    const std::vector<double>& cot = bin[4].values;
+    auto grads = hktest::run_reference(b, bin);
+    for (int input = 0; input < 3; ++input)
+      hktest::expect_matches_fd(f, in, input, cot, grads[input].values,
+                                std::string("softcap ") + std::to_string(cap) + " d" + "qkv"[input]);
+  }
+}
+
+// The tolerance is sound: kernels that round P (and dS) to the 16-bit dtype before the products
+// and round each output once — emulated here on the CPU — pass it; dropping one key fails it.
+namespace {
+
+struct Emulated {
+  std::vector<std::vector<double>> out;
+};
+
+// Forward (o) and backward (dq, dk, dv) of a contiguous bshd problem, rounding as the
+// tensor-core kernels do; drop_key >= 0 leaves that key out (a wrong kernel).
+Emulated emulate(const AttentionProblem& p, const std::vector<hk::HostTensor>& in, int64_t drop_key = -1) {
+  const int64_t B = p.batch, Sq = p.seqlen_q, Sk = p.seqlen_k, H = p.heads_q, Hk = p.heads_kv, D = p.head_dim;
+  const int64_t G = H / Hk;
+  auto rnd = [&](double x) { return hk::host::round_to(p.dtype, x); };
+  auto qi = [&](int64_t b, int64_t i, int64_t h) { return ((b * Sq + i) * H + h) * D; };
+  auto ki = [&](int64_t b, int64_t j, int64_t h) { return ((b * Sk + j) * Hk + h) * D; };
+  const auto &q = in[0].values, &k = in[1].values, &v = in[2].values;
+  auto score = [&](int64_t b, int64_t i, int64_t h, int64_t j, double& t) {
+    double s = 0;
+    for (int64_t d = 0; d < D; ++d) s += q[qi(b, i, h) + d] * k[ki(b, j, h / G) + d];
+    s = float(s * p.scale);
+    t = 0;
+    if (p.softcap > 0) t = std::tanh(s / p.softcap), s = p.softcap * t;
+    return s;
+  };
+  Emulated e;
+  if (!p.backward) {
+    e.out.assign(1, std::vector<double>(B * Sq * H * D, 0.0));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < Sq; ++i) {
+          auto kr = p.keys(i);
+          double m = -INFINITY, t;
+          for (int64_t j = kr.lo; j <= kr.hi; ++j) m = std::max(m, score(b, i, h, j, t));
+          double l = 0;
+          std::vector<double> acc(D, 0.0);
+          for (int64_t j = kr.lo; j <= kr.hi; ++j) {
+            if (j == drop_key) continue;
+            const double pj = float(std::exp(score(b, i, h, j, t) - m));
+            l += pj;
+            for (int64_t d = 0; d < D; ++d) acc[d] += rnd(pj) * v[ki(b, j, h / G) + d];
+          }
+          for (int64_t d = 0; d < D; ++d) e.out[0][qi(b, i, h) + d] = l > 0 ? rnd(acc[d] / l) : 0.0;
+        }
+    return e;
+  }
+  const auto &o = in[3].values, &dout = in[4].values, &lse = in[5].values;
+  e.out.assign(3, {});
+  e.out[0].assign(B * Sq * H * D, 0.0);
+  e.out[1].assign(B * Sk * Hk * D, 0.0);
+  e.out[2].assign(B * Sk * Hk * D, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Sq; ++i) {
+        auto kr = p.keys(i);
+        double dl = 0;
+        for (int64_t d = 0; d < D; ++d) dl += dout[qi(b, i, h) + d] * o[qi(b, i, h) + d];
+        for (int64_t j = kr.lo; j <= kr.hi; ++j) {
+          if (j == drop_key) continue;
+          double t;
+          const double pj = std::exp(score(b, i, h, j, t) - lse[(b * H + h) * Sq + i]);
+          double dp = 0;
+          for (int64_t d = 0; d < D; ++d) dp += dout[qi(b, i, h) + d] * v[ki(b, j, h / G) + d];
+          double ds = pj * (dp - dl) * (p.softcap > 0 ? 1 - t * t : 1.0);
+          const double pr = rnd(pj), dsr = rnd(ds);
+          for (int64_t d = 0; d < D; ++d) {
+            e.out[0][qi(b, i, h) + d] += p.scale * dsr * k[ki(b, j, h / G) + d];
+            e.out[1][ki(b, j, h / G) + d] += p.scale * dsr * q[qi(b, i, h) + d];
+            e.out[2][ki(b, j, h / G) + d] += pr * dout[qi(b, i, h) + d];
+          }
+        }
+      }
+  for (auto& x : e.out)
+    for (auto& y : x) y = rnd(y);
+  return e;
+}
+
+}  // namespace
+
+TEST(AttentionTolerance, CoversSixteenBitRoundingAndCatchesADroppedKey) {
+  struct S { int64_t sq, sk, hq, hkv, d; bool causal; DType dt; double cap; };
+  const S shapes[] = {{64, 64, 2, 1, 64, true, DType::kBF16, 0},
+                      {40, 97, 4, 2, 32, false, DType::kBF16, 0},
+                      {97, 40, 2, 2, 16, true, DType::kF16, 0},
+                      {64, 64, 2, 1, 64, false, DType::kBF16, 1.5}};
+  for (const S& s : shapes)
+    for (bool bwd : {false, true}) {
+      AttentionProblem p(1, s.sq, s.sk, s.hq, s.hkv, s.d, s.dt, bwd);
+      p.causal = s.causal;
+      p.softcap = s.cap;
+      if (s.cap > 0) p.scale = 1.0;
+      for (uint64_t seed : {1u, 2u, 3u}) {
+        std::vector<hk::HostTensor> in;
+        uint64_t k = seed * 100;
+        for (auto& spec : p.inputs()) in.push_back(hk::host::random_tensor(spec, k++));
+        auto ref = hktest::run_reference(p, in);
+        std::string last_message;
+        auto check = [&](const Emulated& e) {
+          bool ok = true;
+          for (size_t o = 0; o < e.out.size(); ++o) {
+            auto r = hk::bench::compare(p.outputs()[o], e.out[o], ref[o].values, p.tolerance(int(o)));
+            ok = ok && r.ok;
+            if (!r.ok) last_message = p.key() + ": " + r.message;
+          }
+          return ok;
+        };
+        EXPECT_TRUE(check(emulate(p, in))) << last_message;
+        EXPECT_FALSE(check(emulate(p, in, s.sk / 2))) << p.key() << ": dropping key " << s.sk / 2 << " passed";
+      }
+    }
+}
+
+// ---- GPU: the public ops through views --------------------------------------------------------
+
+namespace {
+
+// A problem run through the public op with views whose strides are the problem's.
+void run_public(const AttentionProblem& p, hk::bench::Case& c, const AttentionOptions& opt) {
+  hk::Operands ops = c.operands();
+  if (!p.backward) hk::attention(ops.in[0], ops.in[1], ops.in[2], ops.out[0], ops.out[1], opt);
+  else
+    hk::attention_backward(ops.in[0], ops.in[1], ops.in[2], ops.in[3], ops.in[4], ops.in[5], ops.out[0], ops.out[1],
+                           ops.out[2], opt);
+}
+
+AttentionOptions options_of(const AttentionProblem& p) {
+  AttentionOptions o;
+  o.causal = p.causal, o.scale = p.scale, o.window_left = p.window_left, o.window_right = p.window_right;
+  o.softcap = p.softcap, o.layout = p.layout, o.deterministic = p.deterministic;
+  return o;
+}
+
+}  // namespace
+
+// PyTorch's [B, H, S, D] tensors and FlashAttention's [B, S, H, D] with padded rows, through the
+// public op (dispatch included), forward and backward.
+TEST(AttentionPublic, LayoutsThroughStrides) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  for (bool bwd : {false, true})
+    for (auto lay : {AttentionLayout::kBSHD, AttentionLayout::kBHSD})
+      for (int64_t d : {64, 128, 40}) {
+        auto p = std::make_shared<AttentionProblem>(2, 200, 257, 8, 2, d, DType::kBF16, bwd, lay);
+        p->causal = true;
+        const int64_t row = d + 8;  // padded rows, 16-byte multiples
+        if (lay == AttentionLayout::kBSHD) p->str_q = {200 * 8 * row, 8 * row, row};
+        else p->str_q = {8 * 200 * row, row, 200 * row};
+        hk::bench::Case c(p, 5);
+        c.poison_outputs();
+        run_public(*p, c, options_of(*p));
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        auto r = c.check();
+        EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
+      }
+}
+
+// deterministic = true: two runs give the same bytes.
+TEST(AttentionPublic, DeterministicBackwardIsBitwiseRepeatable) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  for (int64_t d : {64, 128, 48}) {
+    auto p = std::make_shared<AttentionProblem>(2, 600, 600, 8, 2, d, DType::kBF16, true);
+    p->causal = true;
+    p->deterministic = true;
+    hk::bench::Case c(p, 9);
+    std::vector<std::vector<uint8_t>> first;
+    for (int run = 0; run < 3; ++run) {
+      c.poison_outputs();
+      run_public(*p, c, options_of(*p));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      hk::Operands ops = c.operands();
+      for (size_t o = 0; o < ops.out.size(); ++o) {
+        std::vector<uint8_t> bytes(hk::host::storage_bytes(p->outputs()[o]));
+        ASSERT_EQ(cudaMemcpy(bytes.data(), ops.out[o].data, bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        if (run == 0) first.push_back(bytes);
+        else EXPECT_TRUE(bytes == first[o]) << p->key() << " output " << o << " differs on run " << run;
+      }
+    }
+    auto r = c.check();
+    EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
+  }
+}
+
+// The fp64 references of every test problem, timed (the GPU sweep computes each once per rung
+// that runs it; keep the total small). Run with --gtest_also_run_disabled_tests.
+TEST(AttentionReference, DISABLED_CostOfEveryTestProblem) {
+  double total = 0;
+  for (auto& p : hk::Registry::get().family("attention")->test_problems()) {
+    std::vector<hk::HostTensor> in;
+    uint64_t seed = 1;
+    for (auto& spec : p->inputs()) in.push_back(hk::host::random_tensor(spec, seed++));
+    auto t0 = std::chrono::steady_clock::now();
+    hktest::run_reference(*p, in);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    total += s;
+    if (s > 0.2) std::printf("%8.3f s  %s\n", s, p->key().c_str());
+  }
+  std::printf("total %.2f s over %zu problems\n", total, hk::Registry::get().family("attention")->test_problems().size());
+}
