@@ -135,6 +135,27 @@ TEST(AttentionDispatch, EveryProblemGetsAProductionVariant) {
   EXPECT_FALSE(reg.variant("attention", "v01_materialized")->is(hk::kFlagProduction));
 }
 
+TEST(AttentionDispatch, PicksByShape) {
+  auto& reg = hk::Registry::get();
+  auto pick = [&](int64_t d, bool bwd, int64_t pad = 0) {
+    AttentionProblem p(2, 1000, 1000, 8, 2, d, DType::kBF16, bwd);
+    if (pad) p.str_q = {1000 * 8 * (d + pad), 8 * (d + pad), d + pad};
+    return reg.pick(p).name();
+  };
+  EXPECT_EQ(pick(64, false), "v03_fa2_mma_sync");
+  EXPECT_EQ(pick(128, false), "v03_fa2_mma_sync");
+  EXPECT_EQ(pick(128, false, 8), "v03_fa2_mma_sync");  // padded rows, still 16-byte multiples
+  EXPECT_EQ(pick(128, false, 3), "v02_online_softmax");
+  EXPECT_EQ(pick(256, false), "v02_online_softmax");
+  EXPECT_EQ(pick(40, false), "v02_online_softmax");
+  EXPECT_EQ(pick(64, true), "v04_fa2_backward");
+  EXPECT_EQ(pick(128, true), "v04_fa2_backward");
+  EXPECT_EQ(pick(37, true), "v02_online_softmax");
+  AttentionProblem misaligned(1, 64, 64, 2, 2, 64, DType::kBF16);
+  misaligned.align_bytes = 4;
+  EXPECT_EQ(reg.pick(misaligned).name(), "v02_online_softmax");
+}
+
 // make_problem(views laid out as inputs(), attrs()) rebuilds each test problem (the Python
 // package's path into the family), and the keys are distinct.
 TEST(AttentionFamily, AttrsRebuildEveryProblem) {

@@ -2,8 +2,9 @@
 //
 // Forward: the FlashAttention-2 tensor-core kernel (v03) where it runs (D in {32, 64, 96, 128},
 // 16-byte rows), else the general CUDA-core online-softmax rung (v02: any D, any strides).
-// Backward: the general CUDA-core rung v02 (deterministic). v02 accepts every valid problem, so
-// the public op never refuses one.
+// Backward: the FlashAttention-2 tensor-core backward (v04, same D and stride rules; atomic dQ by
+// default, a separate dQ pass when deterministic), else v02's CUDA-core backward (deterministic
+// always). v02 accepts every valid problem, so the public op never refuses one.
 #include "attention/attention_op.hpp"
 
 namespace hk {
@@ -13,7 +14,9 @@ std::vector<Route> attention_dispatch(const AttentionProblem& p) {
   if (!p.backward)
     return {{"v03_fa2_mma_sync", "tensor cores: mma.sync m16n8k16 for Q K^T and P V, online softmax in registers"},
             {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, one pass over K/V)"}};
-  return {{"v02_online_softmax", "general: any head dim, any strides (CUDA cores, deterministic)"}};
+  return {{"v04_fa2_backward", "tensor cores: P recomputed from lse, dK/dV per 64-key block, dQ by f32 atomics "
+                               "(deterministic: a separate dQ pass)"},
+          {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, deterministic)"}};
 }
 
 }  // namespace
