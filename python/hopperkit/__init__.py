@@ -26,6 +26,7 @@ from ._C import __version__, git_sha
 from ._core import VariantInfo, bench, explain, families, problem, reference, run, supports, variants
 from ._core import torch as _torch
 from ._op import kernel_op, new_like
+from .attention import attention
 from .ops import (add_scalar, gelu, gelu_backward, linear, matmul, outer_add, outer_mul_relu, rms_norm,
                   row_scale_relu, row_sum, softmax, weighted_sum)
 
@@ -33,7 +34,8 @@ if _torch is not None:
     from . import nn
 
 __all__ = [
-    "VariantInfo", "__version__", "add_scalar", "bench", "explain", "families", "gelu", "gelu_backward", "git_sha",
-    "kernel_op", "linear", "matmul", "new_like", "outer_add", "outer_mul_relu", "problem", "reference",
-    "rms_norm", "row_scale_relu", "row_sum", "run", "softmax", "supports", "variants", "weighted_sum",
+    "VariantInfo", "__version__", "add_scalar", "attention", "bench", "explain", "families", "gelu",
+    "gelu_backward", "git_sha", "kernel_op", "linear", "matmul", "new_like", "outer_add", "outer_mul_relu",
+    "problem", "reference", "rms_norm", "row_scale_relu", "row_sum", "run", "softmax", "supports", "variants",
+    "weighted_sum",
 ]
