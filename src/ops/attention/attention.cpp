@@ -245,11 +245,13 @@ struct Oracle {
   }
 };
 
+// Over the finite, non-zero values: rows with no key (O = 0) and keys no row attends (dK = dV =
+// 0) are exact in every kernel and would only dilute the scale of the others.
 double rms_of(const double* v, int64_t n) {
   double s = 0;
   int64_t c = 0;
   for (int64_t i = 0; i < n; ++i)
-    if (std::isfinite(v[i])) s += v[i] * v[i], ++c;
+    if (std::isfinite(v[i]) && v[i] != 0) s += v[i] * v[i], ++c;
   return c ? std::sqrt(s / double(c)) : 0.0;
 }
 
@@ -392,16 +394,17 @@ bool AttentionProblem::reference_at(const std::vector<HostTensor>& in, int outpu
 // The kernels round P (and, backward, dS) to the 16-bit dtype before the tensor-core products,
 // and round the outputs once: every term of an output's sum carries a relative error of up to u
 // (the unit roundoff), so the sum's error is about u times the root mean square of its terms —
-// about u times the output's own RMS for random-sign terms. Absolute: 8 u x RMS (the output's,
-// from the reference), covering the largest of a few thousand such errors; relative: 2 u (the
+// about u times the output's own RMS for random-sign terms. Absolute: 16 u x RMS (over the
+// output's non-zero values, from the reference); tests/cpp/test_attention.cpp emulates that
+// rounding on the CPU, whose worst element reaches about half of this (a factor of 2 left for
+// what the emulation leaves out), and checks that dropping one key fails it. Relative: 2 u (the
 // final rounding, reference and kernel landing on neighbouring values). lse is f32 throughout:
 // exp2/log2 approximations and f32 scores, a few 1e-6 of values up to ~10.
-// tests/cpp/test_attention.cpp emulates that rounding on the CPU and checks it passes.
 Tolerance AttentionProblem::tolerance(int output_index) const {
   const double u = unit_roundoff();
   if (!backward && output_index == 1) return {2e-5, 1e-5};
   const double rms = output_index < int(out_rms.size()) ? out_rms[output_index] : 1.0;
-  return {8 * u * std::max(rms, 1e-3) + 1e-7, 2 * u};
+  return {16 * u * std::max(rms, 1e-3) + 1e-7, 2 * u};
 }
 
 Attrs AttentionProblem::attrs() const {
