@@ -2,6 +2,9 @@
 // NaN-keeping relu, and row_scale_relu's backward reference against finite differences (CPU).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "broadcast/broadcast_op.hpp"
 #include "test_util.hpp"
 
@@ -12,6 +15,38 @@ using hk::ErrorKind;
 using hk::TensorView;
 using hktest::expect_error;
 using hktest::fake_ptr;
+
+namespace {
+
+// Every problem the tests and `hk bench` (quick and full suites) pose: the public op's dispatch
+// chooses a production rung for it, with a reason. No device is needed: supports() checks the
+// SM only when a GPU is present.
+void expect_production_choice(const std::string& family) {
+  auto& reg = hk::Registry::get();
+  const hk::Family* f = reg.family(family);
+  ASSERT_NE(f, nullptr) << family;
+  ASSERT_TRUE(reg.has_dispatch(family)) << family;
+  std::vector<hk::ProblemPtr> problems = f->test_problems();
+  for (bool quick : {true, false}) {
+    hk::BenchSelect sel;
+    sel.quick = quick;
+    for (auto& p : f->bench_problems(sel)) problems.push_back(p);
+  }
+  ASSERT_FALSE(problems.empty()) << family;
+  for (auto& p : problems) {
+    try {
+      hk::Choice c = reg.choose(*p);
+      ASSERT_NE(c.variant, nullptr) << family << " " << p->key();
+      EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << family << " " << p->key() << ": " << c.variant->name();
+      EXPECT_FALSE(c.why.empty()) << family << " " << p->key() << ": " << c.variant->name();
+    } catch (const hk::Error& e) {
+      ADD_FAILURE() << family << " " << p->key() << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace
+
 
 TEST(BroadcastBadInput, WrongDtype) {
   TensorView xi(fake_ptr(), DType::kI32, {8}), zi(fake_ptr(), DType::kI32, {8});
@@ -48,12 +83,12 @@ TEST(BroadcastBadInput, EmptyTensorIsANoOp) {
 TEST(BroadcastDispatch, DefaultAndFallback) {
   auto& reg = hk::Registry::get();
   BroadcastProblem p(BroadcastKind::kOuterAdd, {16384, 8192}, DType::kBF16);
-  EXPECT_EQ(reg.pick(p).name(), "v02_vectorized");
+  EXPECT_EQ(reg.choose(p).variant->name(), "v02_vectorized");
   BroadcastProblem odd(BroadcastKind::kRowScaleRelu, {16, 100}, DType::kBF16, true, 1);
-  EXPECT_EQ(reg.pick(odd).name(), "v01_naive");
+  EXPECT_EQ(reg.choose(odd).variant->name(), "v01_naive");
   // An outer op's x and y are vectors: an odd N0 only matters through z's row stride.
   BroadcastProblem odd_n0(BroadcastKind::kOuterMulRelu, {16, 8191}, DType::kF32, false, 1);
-  EXPECT_EQ(reg.pick(odd_n0).name(), "v02_vectorized");
+  EXPECT_EQ(reg.choose(odd_n0).variant->name(), "v02_vectorized");
 }
 
 TEST(BroadcastReference, ReluKeepsNan) {
@@ -84,4 +119,20 @@ TEST(BroadcastReference, RowScaleReluBackwardMatchesFiniteDifferences) {
     hktest::expect_matches_fd(fwd, in, 0, dz, grads[0].values, "dx");
     hktest::expect_matches_fd(fwd, in, 1, dz, grads[1].values, "dy");
   }
+}
+
+TEST(BroadcastDispatch, EveryTestAndBenchProblemGetsAProductionRung_AddScalar) {
+  expect_production_choice("add_scalar");
+}
+
+TEST(BroadcastDispatch, EveryTestAndBenchProblemGetsAProductionRung_OuterAdd) {
+  expect_production_choice("outer_add");
+}
+
+TEST(BroadcastDispatch, EveryTestAndBenchProblemGetsAProductionRung_OuterMulRelu) {
+  expect_production_choice("outer_mul_relu");
+}
+
+TEST(BroadcastDispatch, EveryTestAndBenchProblemGetsAProductionRung_RowScaleRelu) {
+  expect_production_choice("row_scale_relu");
 }

@@ -4,6 +4,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include <cmath>
 
 #include "bench/case.hpp"
@@ -17,6 +20,38 @@ using hk::ErrorKind;
 using hk::TensorView;
 using hktest::expect_error;
 using hktest::fake_ptr;
+
+namespace {
+
+// Every problem the tests and `hk bench` (quick and full suites) pose: the public op's dispatch
+// chooses a production rung for it, with a reason. No device is needed: supports() checks the
+// SM only when a GPU is present.
+void expect_production_choice(const std::string& family) {
+  auto& reg = hk::Registry::get();
+  const hk::Family* f = reg.family(family);
+  ASSERT_NE(f, nullptr) << family;
+  ASSERT_TRUE(reg.has_dispatch(family)) << family;
+  std::vector<hk::ProblemPtr> problems = f->test_problems();
+  for (bool quick : {true, false}) {
+    hk::BenchSelect sel;
+    sel.quick = quick;
+    for (auto& p : f->bench_problems(sel)) problems.push_back(p);
+  }
+  ASSERT_FALSE(problems.empty()) << family;
+  for (auto& p : problems) {
+    try {
+      hk::Choice c = reg.choose(*p);
+      ASSERT_NE(c.variant, nullptr) << family << " " << p->key();
+      EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << family << " " << p->key() << ": " << c.variant->name();
+      EXPECT_FALSE(c.why.empty()) << family << " " << p->key() << ": " << c.variant->name();
+    } catch (const hk::Error& e) {
+      ADD_FAILURE() << family << " " << p->key() << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace
+
 
 TEST(GeluBadInput, WrongDtype) {
   TensorView x(fake_ptr(), DType::kI32, {16}), y(fake_ptr(), DType::kI32, {16});
@@ -51,7 +86,7 @@ TEST(GeluBadInput, MisalignedPointerForVectorizedRung) {
   EXPECT_EQ(p.align_bytes, 2);
   expect_error(ErrorKind::kNotSupported, "16-byte", [&] { v->run(p, hk::Operands{{x}, {y}}, nullptr); });
   // The public op does not fail: dispatch falls back to a rung that takes any alignment.
-  EXPECT_EQ(hk::Registry::get().pick(p).name(), "v02_fused");
+  EXPECT_EQ(hk::Registry::get().choose(p).variant->name(), "v02_fused");
 }
 
 TEST(GeluBadInput, EmptyTensorIsANoOp) {
@@ -62,7 +97,7 @@ TEST(GeluBadInput, EmptyTensorIsANoOp) {
 
 TEST(GeluDispatch, DefaultIsTheVectorizedRung) {
   hk::GeluProblem p({4096}, DType::kBF16, hk::GeluApprox::kTanh, false);
-  EXPECT_EQ(hk::Registry::get().pick(p).name(), "v03_vectorized");
+  EXPECT_EQ(hk::Registry::get().choose(p).variant->name(), "v03_vectorized");
 }
 
 // Public op on the GPU, unaligned views included (the fallback path).
@@ -151,4 +186,8 @@ TEST(GeluLarge, PastTwoToThe31Elements) {
     });
     EXPECT_EQ(bad.load(), 0) << v->name() << ": a mismatch at element " << first.load() << " of " << n;
   }
+}
+
+TEST(GeluDispatch, EveryTestAndBenchProblemGetsAProductionRung) {
+  expect_production_choice("gelu");
 }

@@ -3,6 +3,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "bench/case.hpp"
 #include "rmsnorm/rmsnorm_op.hpp"
 #include "test_util.hpp"
@@ -12,6 +15,38 @@ using hk::ErrorKind;
 using hk::TensorView;
 using hktest::expect_error;
 using hktest::fake_ptr;
+
+namespace {
+
+// Every problem the tests and `hk bench` (quick and full suites) pose: the public op's dispatch
+// chooses a production rung for it, with a reason. No device is needed: supports() checks the
+// SM only when a GPU is present.
+void expect_production_choice(const std::string& family) {
+  auto& reg = hk::Registry::get();
+  const hk::Family* f = reg.family(family);
+  ASSERT_NE(f, nullptr) << family;
+  ASSERT_TRUE(reg.has_dispatch(family)) << family;
+  std::vector<hk::ProblemPtr> problems = f->test_problems();
+  for (bool quick : {true, false}) {
+    hk::BenchSelect sel;
+    sel.quick = quick;
+    for (auto& p : f->bench_problems(sel)) problems.push_back(p);
+  }
+  ASSERT_FALSE(problems.empty()) << family;
+  for (auto& p : problems) {
+    try {
+      hk::Choice c = reg.choose(*p);
+      ASSERT_NE(c.variant, nullptr) << family << " " << p->key();
+      EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << family << " " << p->key() << ": " << c.variant->name();
+      EXPECT_FALSE(c.why.empty()) << family << " " << p->key() << ": " << c.variant->name();
+    } catch (const hk::Error& e) {
+      ADD_FAILURE() << family << " " << p->key() << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace
+
 
 namespace {
 struct Views {
@@ -69,29 +104,32 @@ TEST(RmsNormBadInput, EmptyTensorIsANoOp) {
 TEST(RmsNormDispatch, RungByShapeAndAlignment) {
   auto& reg = hk::Registry::get();
   hk::RmsNormProblem p(16384, 8192, DType::kBF16, false);  // the bulk-copy forward default
-  EXPECT_EQ(reg.pick(p).name(), "v06_bulk_row");
+  EXPECT_EQ(reg.choose(p).variant->name(), "v06_bulk_row");
   hk::RmsNormProblem few(64, 8192, DType::kBF16, false);  // v05 needs >= 512 rows, v06 does not
-  EXPECT_EQ(reg.pick(few).name(), "v06_bulk_row");
+  EXPECT_EQ(reg.choose(few).variant->name(), "v06_bulk_row");
   hk::RmsNormProblem big(8, 57344, DType::kF32, false);  // 224 KiB rows: the most v06 stages
-  EXPECT_EQ(reg.pick(big).name(), "v06_bulk_row");
+  EXPECT_EQ(reg.choose(big).variant->name(), "v06_bulk_row");
   hk::RmsNormProblem bigger(8, 57348, DType::kF32, false);
-  EXPECT_EQ(reg.pick(bigger).name(), "v04_split_row");
+  EXPECT_EQ(reg.choose(bigger).variant->name(), "v04_split_row");
   hk::RmsNormProblem f32(16384, 8192, DType::kF32, true);  // backward: v06 declines, v07 runs it
-  EXPECT_EQ(reg.pick(f32).name(), "v07_smem_dg");
+  EXPECT_EQ(reg.choose(f32).variant->name(), "v07_smem_dg");
   hk::RmsNormProblem bwd_long(16384, 16392, DType::kBF16, true);  // > 2048 vectors: v07 and v03 decline
-  EXPECT_EQ(reg.pick(bwd_long).name(), "v04_split_row");
+  EXPECT_EQ(reg.choose(bwd_long).variant->name(), "v04_split_row");
   hk::RmsNormProblem short_rows(16384, 1024, DType::kBF16, false);  // 128 vectors: warp per row
-  EXPECT_EQ(reg.pick(short_rows).name(), "v03_vectorized_onchip");
+  EXPECT_EQ(reg.choose(short_rows).variant->name(), "v03_vectorized_onchip");
   hk::RmsNormProblem short_bwd(16384, 512, DType::kF32, true);
-  EXPECT_EQ(reg.pick(short_bwd).name(), "v03_vectorized_onchip");
+  EXPECT_EQ(reg.choose(short_bwd).variant->name(), "v03_vectorized_onchip");
   hk::RmsNormProblem part_vec(1024, 4097, DType::kBF16, false, 7);  // aligned rows, a partial last vector
-  EXPECT_EQ(reg.pick(part_vec).name(), "v03_vectorized_onchip");
+  EXPECT_EQ(reg.choose(part_vec).variant->name(), "v03_vectorized_onchip");
   hk::RmsNormProblem longrow(4, int64_t(1) << 26, DType::kBF16, false);
-  EXPECT_EQ(reg.pick(longrow).name(), "v04_split_row");
+  EXPECT_EQ(reg.choose(longrow).variant->name(), "v04_split_row");
   hk::RmsNormProblem odd_ld(64, 1024, DType::kBF16, false, 3);  // rows not 16-byte aligned
-  EXPECT_EQ(reg.pick(odd_ld).name(), "v02_fused_row");
+  EXPECT_EQ(reg.choose(odd_ld).variant->name(), "v02_fused_row");
   hk::RmsNormProblem huge_odd(2, 1 << 20, DType::kF32, true, 1);  // unaligned and too long for smem
-  EXPECT_EQ(reg.pick(huge_odd).name(), "v01_two_kernel");
+  EXPECT_EQ(reg.choose(huge_odd).variant->name(), "v01_two_kernel");
+  // short rows go to v03 by the dispatch's rule; v06 and v07 can run them (asked by name)
+  EXPECT_EQ(reg.variant("rmsnorm", "v06_bulk_row")->supports(short_rows), "");
+  EXPECT_EQ(reg.variant("rmsnorm", "v07_smem_dg")->supports(short_bwd), "");
 }
 
 // The fp64 backward reference against central differences of the fp64 forward reference:
@@ -158,4 +196,8 @@ TEST(RmsNormLarge, PastTwoToThe31Elements) {
     }
     EXPECT_EQ(bad_row, -1) << v->name() << ": row " << bad_row << " of " << rows << " differs";
   }
+}
+
+TEST(RmsNormDispatch, EveryTestAndBenchProblemGetsAProductionRung) {
+  expect_production_choice("rmsnorm");
 }

@@ -5,6 +5,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include <cmath>
 
 #include "bench/case.hpp"
@@ -18,6 +21,38 @@ using hk::ErrorKind;
 using hk::TensorView;
 using hktest::expect_error;
 using hktest::fake_ptr;
+
+namespace {
+
+// Every problem the tests and `hk bench` (quick and full suites) pose: the public op's dispatch
+// chooses a production rung for it, with a reason. No device is needed: supports() checks the
+// SM only when a GPU is present.
+void expect_production_choice(const std::string& family) {
+  auto& reg = hk::Registry::get();
+  const hk::Family* f = reg.family(family);
+  ASSERT_NE(f, nullptr) << family;
+  ASSERT_TRUE(reg.has_dispatch(family)) << family;
+  std::vector<hk::ProblemPtr> problems = f->test_problems();
+  for (bool quick : {true, false}) {
+    hk::BenchSelect sel;
+    sel.quick = quick;
+    for (auto& p : f->bench_problems(sel)) problems.push_back(p);
+  }
+  ASSERT_FALSE(problems.empty()) << family;
+  for (auto& p : problems) {
+    try {
+      hk::Choice c = reg.choose(*p);
+      ASSERT_NE(c.variant, nullptr) << family << " " << p->key();
+      EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << family << " " << p->key() << ": " << c.variant->name();
+      EXPECT_FALSE(c.why.empty()) << family << " " << p->key() << ": " << c.variant->name();
+    } catch (const hk::Error& e) {
+      ADD_FAILURE() << family << " " << p->key() << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace
+
 
 namespace {
 
@@ -77,23 +112,27 @@ TEST(SoftmaxBadInput, EmptyTensorIsANoOp) {
 TEST(SoftmaxDispatch, PicksByShape) {
   auto& reg = hk::Registry::get();
   // rows that fit on chip: the default
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(16384, 8192, DType::kBF16, false)).name(), "v02_onchip_row");
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(16384, 8192, DType::kF32, true)).name(), "v02_onchip_row");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(16384, 8192, DType::kBF16, false)).variant->name(), "v02_onchip_row");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(16384, 8192, DType::kF32, true)).variant->name(), "v02_onchip_row");
   // rows too long for one block's registers that a 16-block cluster holds: the cluster split
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(8, 16385, DType::kBF16, false)).name(), "v04_split_row_cluster");
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, 16 * 16384, DType::kBF16, true)).name(), "v04_split_row_cluster");
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, 16 * 8192, DType::kF32, true)).name(), "v04_split_row_cluster");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(8, 16385, DType::kBF16, false)).variant->name(), "v04_split_row_cluster");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 16384, DType::kBF16, true)).variant->name(), "v04_split_row_cluster");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 8192, DType::kF32, true)).variant->name(), "v04_split_row_cluster");
   // longer rows, read twice by every rung: chunks over the whole grid
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kBF16, false)).name(), "v06_split_row_grid");
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kF32, true)).name(), "v06_split_row_grid");
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, 16 * 8192 + 1, DType::kF32, true)).name(), "v06_split_row_grid");
-  EXPECT_EQ(reg.pick(hk::SoftmaxProblem(4, 16 * 16384 + 1, DType::kBF16, false)).name(), "v06_split_row_grid");
-  // v06 declines only v04's band: it runs short rows when asked by name (bench, tests)
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kBF16, false)).variant->name(), "v06_split_row_grid");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kF32, true)).variant->name(), "v06_split_row_grid");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 8192 + 1, DType::kF32, true)).variant->name(), "v06_split_row_grid");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 16384 + 1, DType::kBF16, false)).variant->name(), "v06_split_row_grid");
+  // which band is v04's is the dispatch's rule: v06 runs any row length when asked by name
   EXPECT_EQ(reg.variant("softmax", "v06_split_row_grid")->supports(hk::SoftmaxProblem(16384, 8192, DType::kBF16, false)), "");
+  EXPECT_EQ(reg.variant("softmax", "v06_split_row_grid")->supports(hk::SoftmaxProblem(8, 16385, DType::kBF16, false)), "");
+  // v05 (below v02 where it runs) is ladder-only, and runs few rows when asked by name
+  EXPECT_FALSE(reg.variant("softmax", "v05_pipelined_rows")->is(hk::kFlagProduction));
+  EXPECT_EQ(reg.variant("softmax", "v05_pipelined_rows")->supports(hk::SoftmaxProblem(8, 8192, DType::kBF16, false)), "");
   // input and output rows at different 16-byte phases: only the scalar rung runs
   hk::SoftmaxProblem odd(9, 100, DType::kBF16, false, 101, 100);
   EXPECT_NE(odd.same_row_phase(), "");
-  EXPECT_EQ(reg.pick(odd).name(), "v01_three_pass");
+  EXPECT_EQ(reg.choose(odd).variant->name(), "v01_three_pass");
 }
 
 // The backward formula dx = y (dy - sum(dy y)) against central differences of
@@ -191,4 +230,8 @@ TEST(SoftmaxLarge, PastTwoToThe31Elements) {
       }
     }
   }
+}
+
+TEST(SoftmaxDispatch, EveryTestAndBenchProblemGetsAProductionRung) {
+  expect_production_choice("softmax");
 }
