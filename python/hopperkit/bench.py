@@ -9,7 +9,8 @@ size, so a ratio compares calls measured under the same clocks. Outputs are chec
 eager PyTorch first. The JSON document has the fields of ``hk bench --json`` (kind
 "hk-torch-bench"): one row per (op, problem, candidate) with ``median_us`` and
 ``speedup_vs_baseline``, where the baseline is eager PyTorch; ``vs_best_peer`` is the ratio to
-the faster of eager and compiled.
+the fastest peer. Attention's peers are SDPA pinned to its flash backend (the baseline) and to
+its cuDNN backend.
 """
 
 from __future__ import annotations
@@ -143,6 +144,39 @@ def _gemm_cases(hk: Any, quick: bool) -> list[Case]:
     return cases
 
 
+def _sdpa_backend(name: str):
+    """SDPA pinned to one backend ("flash" or "cudnn"), as a user would select it."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[name]
+
+    def call(q, k, v, causal):
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return call
+
+
+def _attention_cases(hk: Any, quick: bool) -> list[Case]:
+    """Attention forward (and forward + backward) in SDPA's [B, H, S, D] layout against SDPA's
+    flash and cuDNN backends: 16k tokens per batch, the FlashAttention benchmark's shapes."""
+    shapes = [(4, 2048, 16, 128, True)] if quick else [
+        (s_b, s, 32 if d == 64 else 16, d, causal)  # H x D = 2048
+        for s, s_b in ((512, 32), (2048, 8), (8192, 2)) for d in (64, 128) for causal in (False, True)]
+    cases: list[Case] = []
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    for b, s, h, d, causal in shapes:
+        q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
+        flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+        tag = f"b{b}_s{s}_h{h}_d{d}{'_causal' if causal else ''}_bf16"
+        ours = lambda q=q, k=k, v=v, c=causal: hk.attention(q, k, v, causal=c, layout="bhsd")
+        flash = lambda q=q, k=k, v=v, c=causal: _sdpa_backend("flash")(q, k, v, c)
+        case = Case("attention", tag, ours, flash, flops, _bytes(q, k, v, q), 2e-2, 2e-2, None)
+        case.extra["cudnn"] = lambda q=q, k=k, v=v, c=causal: _sdpa_backend("cudnn")(q, k, v, c)
+        cases.append(case)
+    return cases
+
+
 def _flush_buffer():
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     return torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.float32, device="cuda")
@@ -190,7 +224,7 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
 
     if torch is None or not torch.cuda.is_available():
         raise RuntimeError("hopperkit.bench needs torch with a CUDA device")
-    cases = _memory_cases(hk, quick) + _gemm_cases(hk, quick)
+    cases = _memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick)
     if ops:
         cases = [c for c in cases if c.op in ops]
     flush = _flush_buffer()
@@ -201,6 +235,14 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
         status = _check(case)
         fns = [case.ours, case.eager]
         names = ["hopperkit", "torch"]
+        for peer, fn in case.extra.items():  # further peers (attention: SDPA's cuDNN backend)
+            try:
+                fn()
+                fns.append(fn)
+                names.append(f"torch.{peer}")
+            except Exception as e:  # noqa: BLE001 - a backend that cannot run the shape is reported
+                rows.append({"op": case.op, "variant": f"torch.{peer}", "problem": case.problem,
+                             "status": f"SKIP: {type(e).__name__}: {e}", "baseline": False})
         if compile and case.compiled is not None:
             try:
                 case.compiled()  # compile outside the timed region
@@ -238,22 +280,22 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
 
 def markdown(doc: dict) -> str:
     """One line per (op, problem): hopperkit's time and its ratio to eager and compiled PyTorch."""
-    out = ["| op | problem | hopperkit µs | torch µs | torch.compile µs | vs torch | vs best peer |",
-           "|---|---|---:|---:|---:|---:|---:|"]
+    out = ["| op | problem | hopperkit µs | torch µs | torch.compile µs | torch.cudnn µs | vs torch | vs best peer |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
     by_key: dict[tuple, dict] = {}
     for r in doc["rows"]:
         by_key.setdefault((r["op"], r["problem"]), {})[r["variant"]] = r
     for (op, prob), group in by_key.items():
         ours = group.get("hopperkit", {})
         if ours.get("status") != "ok":
-            out.append(f"| {op} | {prob} | {ours.get('status', 'n/a')} | | | | |")
+            out.append(f"| {op} | {prob} | {ours.get('status', 'n/a')} | | | | | |")
             continue
 
         def us(name):
             r = group.get(name)
             return f"{r['median_us']:.1f}" if r and "median_us" in r else "n/a"
 
-        out.append(f"| {op} | {prob} | {us('hopperkit')} | {us('torch')} | {us('torch.compile')} | "
+        out.append(f"| {op} | {prob} | {us('hopperkit')} | {us('torch')} | {us('torch.compile')} | {us('torch.cudnn')} | "
                    f"{ours['speedup_vs_baseline']:.2f}x | {ours['vs_best_peer']:.2f}x |")
     return "\n".join(out) + "\n"
 

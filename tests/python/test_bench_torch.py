@@ -26,7 +26,7 @@ def test_markdown_reports_ratios_to_eager_and_the_best_peer():
         {"op": "gelu", "variant": "hopperkit", "problem": "q", "status": "FAIL: 3 elements"},
     ]}
     text = tb.markdown(doc)
-    assert "| softmax | p | 50.0 | 100.0 | 62.5 | 2.00x | 1.25x |" in text
+    assert "| softmax | p | 50.0 | 100.0 | 62.5 | n/a | 2.00x | 1.25x |" in text
     assert "| gelu | q | FAIL: 3 elements |" in text
 
 
