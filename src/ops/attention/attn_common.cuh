@@ -42,6 +42,15 @@ void dispatch_16bit(DType dtype, const char* op, Fn&& fn) {
   }
 }
 
+// 2^x by one MUFU.EX2 (ex2.approx.ftz: ~2 ulp; -inf gives +0, results below 2^-126 flush to 0,
+// which a softmax whose largest term is 1 never misses). exp2f without fast math wraps it in a
+// subnormal-handling sequence.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -58,7 +58,9 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v03_kernel(const AttentionAr
   T* vs = ks + 2 * S::kKV;  // 2 slots
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
   const int64_t b = blockIdx.z, h = blockIdx.y, G = a.heads_q / a.heads_kv, hk = h / G;
-  const int64_t Sq = a.seqlen_q, Sk = a.seqlen_k, m0 = int64_t(blockIdx.x) * kBlockM;
+  // The last query tiles first: under a causal mask they see the most keys, and starting them
+  // first keeps them out of the grid's tail.
+  const int64_t Sq = a.seqlen_q, Sk = a.seqlen_k, m0 = int64_t(gridDim.x - 1 - blockIdx.x) * kBlockM;
   const T* Q = static_cast<const T*>(a.q) + b * a.sq.b + h * a.sq.h;
   const T* K = static_cast<const T*>(a.k) + b * a.sk.b + hk * a.sk.h;
   const T* V = static_cast<const T*>(a.v) + b * a.sv.b + hk * a.sv.h;
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v03_kernel(const AttentionAr
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       use[r] = mx[r] == -INFINITY ? 0.f : mx[r];
-      corr[r] = exp2f(m[r] - use[r]);
+      corr[r] = attn::fast_exp2(m[r] - use[r]);
       m[r] = mx[r];
       l[r] *= corr[r];
     }
@@ -171,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v03_kernel(const AttentionAr
       float p[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        p[e] = exp2f(s[nj][e] - use[e / 2]);
+        p[e] = attn::fast_exp2(s[nj][e] - use[e / 2]);
         l[e / 2] += p[e];
       }
       pf[nj / 2][(nj % 2) * 2 + 0] = pack2(p[0], p[1], T{});

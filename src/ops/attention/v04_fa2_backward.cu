@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dkv_kernel(const Attenti
         if (i < Sq && j >= kr.lo && j <= kr.hi) {
           float dcap;
           const float x = fn(st[nj][e], dcap);
-          p = exp2f(x - lse_s[slot * kRowsKV + col]);
+          p = attn::fast_exp2(x - lse_s[slot * kRowsKV + col]);
           ds = p * (dpt[nj][e] - dl_s[slot * kRowsKV + col]) * dcap;
         }
         st[nj][e] = p;
@@ -384,7 +384,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dq_kernel(const Attentio
         float ds = 0.f;
         if ((r ? r1 : r0) < Sq && j >= kr[r].lo && j <= kr[r].hi) {
           float dcap;
-          const float p = exp2f(fn(s[nj][e], dcap) - lse[r]);
+          const float p = attn::fast_exp2(fn(s[nj][e], dcap) - lse[r]);
           ds = p * (dp[nj][e] - dl[r]) * dcap;
         }
         s[nj][e] = ds;
