@@ -33,6 +33,62 @@ __device__ __forceinline__ void store_stream(T* p, const Vec<T, N>& v) {
   __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
 }
 
+// True when `p` sits on a 16-byte boundary (a Vec of 16 bytes may be loaded or stored there).
+template <class T>
+__host__ __device__ __forceinline__ bool aligned16(const T* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+// Scalars before the first 16-byte boundary of `p` (an element-aligned pointer), at most n: the
+// head that a peeled loop handles one element at a time before its 16-byte body.
+template <class T>
+__host__ __device__ __forceinline__ int64_t head_to_16(const T* p, int64_t n) {
+  const int64_t mis = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p) & 15) / sizeof(T));
+  const int64_t head = mis ? 16 / static_cast<int64_t>(sizeof(T)) - mis : 0;
+  return head < n ? head : n;
+}
+
+// The 16 bytes at `p`, which may sit at any element-aligned address: one 16-byte load when `p`
+// is 16-byte aligned, else the widest loads its alignment allows (two of 8 bytes, four of 4,
+// eight of 2). For an operand whose rows start at another 16-byte phase than the operand a
+// kernel vectorizes (usually the output): within a row its phase relative to the vectorized
+// one is fixed, so the branch is uniform across the threads walking that row. kKeep selects the
+// default cache policy (__ldg, reused operands) over evict-first (__ldcs, streamed once).
+template <class T, int N, bool kKeep = false>
+__device__ __forceinline__ Vec<T, N> load_vec_any(const T* p) {
+  static_assert(sizeof(T) * N == 16, "load_vec_any moves exactly 16 bytes");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  Vec<T, N> v;
+  if ((a & 15) == 0) {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    *reinterpret_cast<uint4*>(&v) = kKeep ? __ldg(q) : __ldcs(q);
+  } else if ((a & 7) == 0) {
+    const uint2* q = reinterpret_cast<const uint2*>(p);
+    uint2* d = reinterpret_cast<uint2*>(&v);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) d[i] = kKeep ? __ldg(q + i) : __ldcs(q + i);
+  } else if ((a & 3) == 0) {
+    const unsigned* q = reinterpret_cast<const unsigned*>(p);
+    unsigned* d = reinterpret_cast<unsigned*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[i] = kKeep ? __ldg(q + i) : __ldcs(q + i);
+  } else {  // 2-byte aligned: 16-bit elements only (typed pointers are element-aligned)
+    const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
+    unsigned short* d = reinterpret_cast<unsigned short*>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) d[i] = kKeep ? __ldg(q + i) : __ldcs(q + i);
+  }
+  return v;
+}
+
+// One 16-byte vector of an operand a kernel reads at its own 16-byte phase (kAny false: `p` is
+// 16-byte aligned, one LDG.128) or at another operand's phase (kAny true: load_vec_any).
+template <bool kAny, class T, int N>
+__device__ __forceinline__ Vec<T, N> load_stream_at(const T* p) {
+  if constexpr (kAny) return load_vec_any<T, N>(p);
+  else return load_stream<T, N>(p);
+}
+
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }

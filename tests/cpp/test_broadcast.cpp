@@ -1,11 +1,13 @@
 // The broadcast families beyond the registry sweep: bad input (CPU), empty tensors, dispatch,
-// NaN-keeping relu, and row_scale_relu's backward reference against finite differences (CPU).
+// NaN-keeping relu, and row_scale_relu's backward reference against finite differences (CPU);
+// the public ops on views at misaligned offsets and row strides (GPU).
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "broadcast/broadcast_op.hpp"
+#include "offset_views.hpp"
 #include "test_util.hpp"
 
 using hk::BroadcastKind;
@@ -84,8 +86,17 @@ TEST(BroadcastDispatch, DefaultAndFallback) {
   auto& reg = hk::Registry::get();
   BroadcastProblem p(BroadcastKind::kOuterAdd, {16384, 8192}, DType::kBF16);
   EXPECT_EQ(reg.choose(p).variant->name(), "v02_vectorized");
+  // Row strides that are not 16-byte multiples, and 2-byte aligned operands: the same rungs (peeled).
   BroadcastProblem odd(BroadcastKind::kRowScaleRelu, {16, 100}, DType::kBF16, true, 1);
-  EXPECT_EQ(reg.choose(odd).variant->name(), "v01_naive");
+  EXPECT_EQ(reg.choose(odd).variant->name(), "v03_oneshot_chunks");
+  for (BroadcastKind k : {BroadcastKind::kAddScalar, BroadcastKind::kOuterAdd, BroadcastKind::kOuterMulRelu,
+                          BroadcastKind::kRowScaleRelu}) {
+    BroadcastProblem q(k, {16, 100}, DType::kBF16, false, 3);
+    q.align_bytes = 2;
+    const hk::Choice c = reg.choose(q);
+    EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << q.family() << ": " << c.variant->name();
+    EXPECT_NE(c.variant->name(), "v01_naive") << q.family();
+  }
   // An outer op's x and y are vectors: an odd N0 only matters through z's row stride.
   BroadcastProblem odd_n0(BroadcastKind::kOuterMulRelu, {16, 8191}, DType::kF32, false, 1);
   EXPECT_EQ(reg.choose(odd_n0).variant->name(), "v02_vectorized");
@@ -135,4 +146,74 @@ TEST(BroadcastDispatch, EveryTestAndBenchProblemGetsAProductionRung_OuterMulRelu
 
 TEST(BroadcastDispatch, EveryTestAndBenchProblemGetsAProductionRung_RowScaleRelu) {
   expect_production_choice("row_scale_relu");
+}
+
+// The naive rungs are teaching rungs: the public ops never run them.
+TEST(BroadcastDispatch, NaiveRungsAreLadderOnly) {
+  auto& reg = hk::Registry::get();
+  for (const char* family : {"add_scalar", "outer_add", "outer_mul_relu", "row_scale_relu"}) {
+    const hk::Variant* v = reg.variant(family, "v01_naive");
+    ASSERT_NE(v, nullptr) << family;
+    EXPECT_FALSE(v->is(hk::kFlagProduction)) << family;
+  }
+}
+
+// The public ops on views whose operands sit at their own 16-byte phases (base offsets in
+// elements) with row strides that are not 16-byte multiples and differ between operands: the
+// peeled kernels, checked against the reference; nothing outside an output view is written.
+TEST(BroadcastPublic, MisalignedViews) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  using hktest::Place;
+  struct L {
+    Place x, y, g, z, dy;  // g: dz (row_scale_relu backward)
+  };
+  auto layouts = [](int64_t n0) {
+    return std::vector<L>{
+        {{1, n0 + 3}, {1, 0}, {1, n0 + 3}, {1, n0 + 3}, {1, 0}},   // one shared odd phase, odd row stride
+        {{0, n0}, {0, 0}, {0, n0}, {3, n0 + 5}, {0, 0}},           // z at another phase and stride than x
+        {{2, n0 + 1}, {1, 0}, {5, n0 + 7}, {0, n0 + 8}, {3, 0}},  // z aligned, every input not
+        {{0, n0}, {0, 0}, {0, n0}, {0, n0 + 1}, {0, 0}},           // aligned bases, rows at shifting phases
+    };
+  };
+  int checked = 0;
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    // add_scalar: flat ranges with a head, a body and a tail, and shorter than one vector
+    for (int64_t n : {int64_t(10007), int64_t(5)})
+      for (const L& l : layouts(n)) {
+        BroadcastProblem p(BroadcastKind::kAddScalar, {n}, dt, false, 0, 0.75);
+        hktest::check_offset_views(p, {{l.x.offset, 0}}, {{l.z.offset, 0}},
+                                   [](auto& in, auto& out) { hk::add_scalar(in[0], 0.75, out[0]); }, 3,
+                                   p.key() + " x+" + std::to_string(l.x.offset) + " z+" + std::to_string(l.z.offset));
+        ++checked;
+      }
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {{7, 1023}, {3, 5}, {2, 70001}};
+    for (auto [n1, n0] : shapes)
+      for (const L& l : layouts(n0)) {
+        const std::string where = " x+" + std::to_string(l.x.offset) + "/" + std::to_string(l.x.ld) + " z+" +
+                                  std::to_string(l.z.offset) + "/" + std::to_string(l.z.ld);
+        for (BroadcastKind k : {BroadcastKind::kOuterAdd, BroadcastKind::kOuterMulRelu}) {
+          BroadcastProblem p(k, {n1, n0}, dt);
+          hktest::check_offset_views(
+              p, {{l.x.offset, 0}, l.y}, {l.z},
+              [k](auto& in, auto& out) {
+                if (k == BroadcastKind::kOuterAdd) hk::outer_add(in[0], in[1], out[0]);
+                else hk::outer_mul_relu(in[0], in[1], out[0]);
+              },
+              5, p.family() + " " + p.key() + where);
+          ++checked;
+        }
+        BroadcastProblem fwd(BroadcastKind::kRowScaleRelu, {n1, n0}, dt);
+        hktest::check_offset_views(fwd, {l.x, l.y}, {l.z},
+                                   [](auto& in, auto& out) { hk::row_scale_relu(in[0], in[1], out[0]); }, 7,
+                                   "row_scale_relu " + fwd.key() + where);
+        BroadcastProblem bwd(BroadcastKind::kRowScaleRelu, {n1, n0}, dt, true);
+        hktest::check_offset_views(
+            bwd, {l.x, l.y, l.g}, {l.z, l.dy},
+            [](auto& in, auto& out) { hk::row_scale_relu_backward(in[0], in[1], in[2], out[0], out[1]); }, 9,
+            "row_scale_relu " + bwd.key() + where + " dz+" + std::to_string(l.g.offset) + "/" + std::to_string(l.g.ld));
+        checked += 2;
+      }
+  }
+  EXPECT_GT(checked, 0);
 }

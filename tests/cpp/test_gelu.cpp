@@ -77,16 +77,19 @@ TEST(GeluBadInput, NonContiguous) {
   expect_error(ErrorKind::kNotSupported, "contiguous", [&] { hk::gelu(x, y); });
 }
 
-TEST(GeluBadInput, MisalignedPointerForVectorizedRung) {
-  const hk::Variant* v = hk::Registry::get().variant("gelu", "v03_vectorized");
+// Misaligned operands run the vectorized rung (peeled); the naive rungs are ladder-only.
+TEST(GeluDispatch, MisalignedOperandsTakeTheVectorizedRung) {
+  auto& reg = hk::Registry::get();
+  const hk::Variant* v = reg.variant("gelu", "v03_vectorized");
   ASSERT_NE(v, nullptr);
   TensorView x(fake_ptr(2), DType::kBF16, {64}), y(fake_ptr(), DType::kBF16, {64});
   hk::GeluProblem p({64}, DType::kBF16, hk::GeluApprox::kTanh, false);
   p.align_bytes = std::min(x.alignment(), y.alignment());
   EXPECT_EQ(p.align_bytes, 2);
-  expect_error(ErrorKind::kNotSupported, "16-byte", [&] { v->run(p, hk::Operands{{x}, {y}}, nullptr); });
-  // The public op does not fail: dispatch falls back to a rung that takes any alignment.
-  EXPECT_EQ(hk::Registry::get().choose(p).variant->name(), "v02_fused");
+  EXPECT_EQ(v->supports(p), "");
+  EXPECT_EQ(reg.choose(p).variant->name(), "v03_vectorized");
+  for (const char* name : {"v01_unfused", "v02_fused"})
+    EXPECT_FALSE(reg.variant("gelu", name)->is(hk::kFlagProduction)) << name;
 }
 
 TEST(GeluBadInput, EmptyTensorIsANoOp) {
@@ -100,33 +103,60 @@ TEST(GeluDispatch, DefaultIsTheVectorizedRung) {
   EXPECT_EQ(hk::Registry::get().choose(p).variant->name(), "v03_vectorized");
 }
 
-// Public op on the GPU, unaligned views included (the fallback path).
-TEST(GeluPublic, MatchesReferenceIncludingUnalignedViews) {
+// Public op on the GPU on views offset into larger buffers: every operand at its own element
+// offset (so its own 16-byte phase), forward and backward, bf16 and f32, odd lengths (a head,
+// a body and a tail) and lengths shorter than one vector.
+TEST(GeluPublic, MatchesReferenceOnMisalignedViews) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
-  const int64_t n = 10007;
-  for (int64_t offset : {0, 1}) {
-    auto p = std::make_shared<hk::GeluProblem>(std::vector<int64_t>{n}, DType::kBF16, hk::GeluApprox::kTanh, false);
-    hk::TensorSpec spec = p->inputs()[0];
-    hk::HostTensor x = hk::host::random_tensor(spec, 99 + offset);
-    std::vector<uint8_t> xs;
-    hk::host::encode(spec, x.values, xs);
-    hk::bench::DeviceBuffer dx((n + 8) * 2), dy((n + 8) * 2);
-    char* xp = static_cast<char*>(dx.get()) + 2 * offset;
-    char* yp = static_cast<char*>(dy.get()) + 2 * offset;
-    ASSERT_EQ(cudaMemcpy(xp, xs.data(), xs.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemset(dy.get(), 0xFF, (n + 8) * 2), cudaSuccess);
-    hk::gelu(TensorView(xp, DType::kBF16, {n}), TensorView(yp, DType::kBF16, {n}));
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<uint8_t> ys(n * 2);
-    ASSERT_EQ(cudaMemcpy(ys.data(), yp, ys.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    hk::TensorSpec ospec = p->outputs()[0];
-    std::vector<double> got;
-    hk::host::decode(ospec, ys, got);
-    std::vector<hk::HostTensor> in = {x}, out = {{ospec, std::vector<double>(n)}};
-    p->reference(in, out);
-    auto r = hk::bench::compare(ospec, got, out[0].values, p->tolerance(0));
-    EXPECT_TRUE(r.ok) << "offset " << offset << ": " << r.message;
+  struct Off { int64_t x, g, o; };
+  const Off offsets[] = {{0, 0, 0}, {1, 1, 1}, {1, 0, 0}, {0, 0, 3}, {2, 5, 1}, {3, 3, 7}, {4, 2, 6}};
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    const int64_t es = dt == DType::kF32 ? 4 : 2;
+    for (int64_t n : {int64_t(10007), int64_t(5)}) {
+      for (bool bwd : {false, true}) {
+        for (const Off& off : offsets) {
+          auto p = std::make_shared<hk::GeluProblem>(std::vector<int64_t>{n}, dt, hk::GeluApprox::kTanh, bwd);
+          const auto specs = p->inputs();
+          std::vector<hk::HostTensor> in;
+          std::vector<hk::bench::DeviceBuffer> bufs;
+          std::vector<TensorView> views;
+          const int64_t in_off[2] = {off.x, off.g};
+          for (size_t i = 0; i < specs.size(); ++i) {
+            in.push_back(hk::host::random_tensor(specs[i], 99 + i + 7 * off.o));
+            std::vector<uint8_t> bytes;
+            hk::host::encode(specs[i], in.back().values, bytes);
+            bufs.emplace_back((n + 8) * es);
+            char* ptr = static_cast<char*>(bufs.back().get()) + es * in_off[i];
+            ASSERT_EQ(cudaMemcpy(ptr, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+            views.emplace_back(ptr, dt, std::vector<int64_t>{n});
+          }
+          hk::bench::DeviceBuffer ob((n + 8) * es);
+          ASSERT_EQ(cudaMemset(ob.get(), 0xFF, (n + 8) * es), cudaSuccess);
+          char* op = static_cast<char*>(ob.get()) + es * off.o;
+          TensorView out(op, dt, {n});
+          if (bwd) hk::gelu_backward(views[0], views[1], out);
+          else hk::gelu(views[0], out);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<uint8_t> ys((n + 8) * es);
+          ASSERT_EQ(cudaMemcpy(ys.data(), ob.get(), ys.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+          // Nothing outside the view is written.
+          for (int64_t b = 0; b < (n + 8) * es; ++b)
+            if (b < es * off.o || b >= es * (off.o + n)) {
+              ASSERT_EQ(ys[b], 0xFF) << "byte " << b << " written";
+            }
+          const hk::TensorSpec ospec = p->outputs()[0];
+          std::vector<uint8_t> body(ys.begin() + es * off.o, ys.begin() + es * (off.o + n));
+          std::vector<double> got;
+          hk::host::decode(ospec, body, got);
+          std::vector<hk::HostTensor> ref = {{ospec, std::vector<double>(n)}};
+          p->reference(in, ref);
+          auto r = hk::bench::compare(ospec, got, ref[0].values, p->tolerance(0));
+          EXPECT_TRUE(r.ok) << p->key() << " offsets x " << off.x << " dy " << off.g << " out " << off.o << ": "
+                            << r.message;
+        }
+      }
+    }
   }
 }
 

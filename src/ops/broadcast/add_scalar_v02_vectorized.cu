@@ -5,7 +5,10 @@
 // by block 0 in the same kernel.
 // Adds over v01: 4-8x fewer memory instructions and enough bytes in flight per SM to cover HBM
 // latency (the gelu v03 recipe; the op is a pure copy with an add).
-// Needs: 16-byte aligned x and z (the public op falls back to v01).
+// Any alignment: z is peeled — its scalar head up to the first 16-byte boundary (block 0), the
+// 16-byte body, the scalar tail. x moves as 16-byte loads when it shares z's 16-byte phase, else
+// (kAny) with the widest loads its phase allows; the stores stay 16 bytes. Aligned operands run
+// the same body as before the peel.
 // Run:   hk bench add_scalar --variant v02_vectorized --shape 16384x8192
 #include "broadcast/broadcast.cuh"
 #include "common/launch.cuh"
@@ -16,10 +19,14 @@ namespace {
 using bcast::kThreads;
 using bcast::kUnroll;
 
-template <class T>
+template <class T, bool kAny>
 __global__ void __launch_bounds__(kThreads) add_scalar_v02_kernel(const T* __restrict__ x, T* __restrict__ z,
-                                                                  int64_t n, float c) {
+                                                                  int64_t n, float c, int head) {
   constexpr int kV = kVec16<T>;
+  if (blockIdx.x == 0 && threadIdx.x < head) z[threadIdx.x] = from_f32<T>(to_f32(x[threadIdx.x]) + c);
+  x += head;
+  z += head;
+  n -= head;
   using V = Vec<T, kV>;
   const int64_t nvec = n / kV;
   const int64_t stride = int64_t(gridDim.x) * kThreads;
@@ -27,7 +34,7 @@ __global__ void __launch_bounds__(kThreads) add_scalar_v02_kernel(const T* __res
     V xv[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (base + u * stride < nvec) xv[u] = load_stream<T, kV>(x + (base + u * stride) * kV);
+      if (base + u * stride < nvec) xv[u] = load_stream_at<kAny, T, kV>(x + (base + u * stride) * kV);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * stride;
@@ -45,19 +52,25 @@ __global__ void __launch_bounds__(kThreads) add_scalar_v02_kernel(const T* __res
 void add_scalar_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
   dispatch_float(a.dtype, "add_scalar/v02_vectorized", [&](auto t) {
     using T = decltype(t);
-    auto kernel = add_scalar_v02_kernel<T>;
-    static const int resident = resident_grid(kernel, kThreads);
-    const int64_t work = ceil_div(ceil_div(a.n, kVec16<T> * kUnroll), kThreads);
-    const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(resident, work)));
-    kernel<<<blocks, kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.z), a.n, a.c);
-    HK_CHECK_LAUNCH("add_scalar_v02_kernel");
+    const T* x = static_cast<const T*>(a.x);
+    T* z = static_cast<T*>(a.z);
+    const int head = static_cast<int>(head_to_16(z, a.n));
+    auto launch = [&](auto kernel) {
+      static const int resident = resident_grid(kernel, kThreads);
+      const int64_t work = ceil_div(ceil_div(a.n, kVec16<T> * kUnroll), kThreads);
+      const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(resident, work)));
+      kernel<<<blocks, kThreads, 0, s>>>(x, z, a.n, a.c, head);
+      HK_CHECK_LAUNCH("add_scalar_v02_kernel");
+    };
+    if (aligned16(x + head)) launch(add_scalar_v02_kernel<T, false>);
+    else launch(add_scalar_v02_kernel<T, true>);
   });
 }
 
 }  // namespace
 
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "add_scalar", "v02_vectorized",
-                    "16-byte loads and stores, 4 in flight per thread, SM-sized grid-stride loop", 70,
-                    kFlagProduction, bcast::vector_supports, add_scalar_v02_launch);
+                    "16-byte loads and stores, 4 in flight per thread, SM-sized grid-stride loop; any alignment (peeled)", 70,
+                    kFlagProduction, nullptr, add_scalar_v02_launch);
 
 }  // namespace hk

@@ -158,6 +158,97 @@ __device__ __forceinline__ void vector_rows(const T* __restrict__ x, const T* __
   else for_each_item_prefetched(groups * S, tickets, load, store);
 }
 
+// Chunks of kChunk 16-byte vectors per row in peeled_rows: from the most whole vectors a row of
+// n0 elements can hold at any phase (n0 / vec), at least one (the row's edges).
+inline __host__ __device__ int64_t peeled_chunks(int64_t n0, int vec, int64_t chunk) {
+  const int64_t c = (n0 / vec + chunk - 1) / chunk;
+  return c > 0 ? c : 1;
+}
+
+// The rows of z [n1, n0] at any alignment: the vectorized rungs' path for operands or row
+// strides that are not 16-byte aligned (launch_rows picks it at launch; aligned operands keep
+// vector_rows). Item (j, s) = chunk s (kThr x kUnr 16-byte vectors) of row j's body; a row of z
+// is peeled at its own phase: its scalar head up to the first 16-byte boundary and its scalar
+// tail (at most 2 (kV - 1) elements) go to the first threads of the row's chunk-0 item, the body
+// to 16-byte stores. x's row (x itself for the outer ops) is read at z's row phase: 16-byte loads
+// where it shares that phase, else load_vec_any (8-, 4- or 2-byte loads), a choice per item.
+// Costs against vector_rows: the outer ops read x once per row (through L2, keep policy) instead
+// of once per 4 rows, and an x at another phase takes 2-8 loads per vector.
+// peeled_rows' launch shape: one-shot 128-thread blocks, 8 vectors in flight per thread (the
+// row_scale_relu v03 design: an SM refills as each block retires).
+constexpr int kPeelThreads = 128;
+constexpr int kPeelUnroll = 8;
+
+template <class T, BroadcastKind K, int kThr = kPeelThreads, int kUnr = kPeelUnroll>
+__device__ __forceinline__ void peeled_rows(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z,
+                                            int64_t n1, int64_t n0, int64_t ldx, int64_t ldz) {
+  constexpr int kV = kVec16<T>;
+  constexpr int64_t kChunk = int64_t(kThr) * kUnr;
+  constexpr bool kRow = K == BroadcastKind::kRowScaleRelu;
+  using V = Vec<T, kV>;
+  const int64_t S = peeled_chunks(n0, kV, kChunk);
+  for (int64_t item = blockIdx.x; item < n1 * S; item += gridDim.x) {
+    const int64_t j = item / S, s = item - j * S;
+    T* zr = z + j * ldz;
+    const T* xr = kRow ? x + j * ldx : x;
+    const float b = to_f32(y[j]);
+    const int64_t head = head_to_16(zr, n0), nvec = (n0 - head) / kV, tail = n0 - head - nvec * kV;
+    if (s == 0 && threadIdx.x < head + tail) {
+      const int64_t e = threadIdx.x < head ? threadIdx.x : nvec * kV + threadIdx.x;
+      zr[e] = from_f32<T>(combine<K>(to_f32(xr[e]), b));
+    }
+    const T* xb = xr + head;
+    T* zb = zr + head;
+    const int64_t v0 = s * kChunk + threadIdx.x;
+    V av[kUnr];
+    if (aligned16(xb)) {
+#pragma unroll
+      for (int u = 0; u < kUnr; ++u) {
+        const int64_t v = v0 + u * kThr;
+        if (v < nvec) av[u] = kRow ? load_stream<T, kV>(xb + v * kV) : load_keep<T, kV>(xb + v * kV);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kUnr; ++u) {
+        const int64_t v = v0 + u * kThr;
+        if (v < nvec) av[u] = load_vec_any<T, kV, !kRow>(xb + v * kV);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnr; ++u) {
+      const int64_t v = v0 + u * kThr;
+      if (v >= nvec) continue;
+      V o;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(combine<K>(to_f32(av[u].v[k]), b));
+      store_stream<T, kV>(zb + v * kV, o);
+    }
+  }
+}
+
+// Whether every row of the [n1, n0] operands starts 16-byte aligned (bases and row strides):
+// the vectorized bodies' requirement. y and dy are read and written one element per row.
+template <class T>
+bool rows_aligned(const BroadcastArgs& a, bool row_op) {
+  auto ld_ok = [&](int64_t ld) { return a.n1 <= 1 || (ld * int64_t(sizeof(T))) % 16 == 0; };
+  bool ok = aligned16(static_cast<const T*>(a.x)) && aligned16(static_cast<const T*>(a.z)) && ld_ok(a.ld_z);
+  if (row_op) ok = ok && ld_ok(a.ld_x);
+  if (row_op && a.backward) ok = ok && aligned16(static_cast<const T*>(a.dz)) && ld_ok(a.ld_dz);
+  return ok;
+}
+
+// Launches a peeled_rows kernel(x, y, z, n1, n0, ldx, ldz): one block per item up to the grid
+// limit (the body's loop strides past it).
+template <class T, class Kernel>
+void launch_peeled_rows(Kernel kernel, int threads, int64_t chunk, const BroadcastArgs& a, int64_t ldx,
+                        cudaStream_t s, const char* name) {
+  const int64_t items = a.n1 * peeled_chunks(a.n0, kVec16<T>, chunk);
+  const int grid = static_cast<int>(std::min<int64_t>(items, 0x7FFFFFFF));
+  kernel<<<grid, threads, 0, s>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.y), static_cast<T*>(a.z),
+                                  a.n1, a.n0, ldx, a.ld_z);
+  HK_CHECK_LAUNCH(name);
+}
+
 // Items of vector_rows over z [n1, n0] with vec-element vectors.
 template <BroadcastKind K>
 inline int64_t vector_rows_items(int64_t n1, int64_t n0, int vec) {
@@ -184,7 +275,7 @@ inline int naive_grid(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 30));
 }
 
-// Vectorized rungs need 16-byte aligned row starts.
+// Ladder rungs without a peeled path need 16-byte aligned row starts.
 inline std::string vector_supports(const BroadcastProblem& p) {
   if (p.row_align() < 16)
     return "needs 16-byte aligned operands (and row strides) for 16-byte access, got " +

@@ -7,7 +7,9 @@
 // load its chunk of x before storing the current item's rows (for_each_item_prefetched).
 // Adds over v01: 4-8x fewer memory instructions and no 64-bit division per element; traffic is
 // the minimum (z written once, x and y read ~once).
-// Needs: 16-byte aligned x, y, z and z's row stride (the public op falls back to v01).
+// Any alignment: operands or z row strides that are not 16-byte aligned take a second kernel
+// (outer_mul_relu_v02_peeled_kernel, bcast::peeled_rows): each row of z peeled to its first 16-byte
+// boundary, 16-byte stores, x read at z's row phase (16-byte loads where it shares it).
 // Run:   hk bench outer_mul_relu --variant v02_vectorized --shape 16384x8192
 #include "broadcast/broadcast.cuh"
 #include "common/launch.cuh"
@@ -22,9 +24,22 @@ __global__ void __launch_bounds__(bcast::kThreads, bcast::kOuterMinBlocks<T>)
   bcast::vector_rows<T, BroadcastKind::kOuterMulRelu>(x, y, z, n1, n0, ldx, ldz, tickets);
 }
 
+template <class T>
+__global__ void __launch_bounds__(bcast::kPeelThreads)
+    outer_mul_relu_v02_peeled_kernel(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z, int64_t n1,
+                            int64_t n0, int64_t ldx, int64_t ldz) {
+  bcast::peeled_rows<T, BroadcastKind::kOuterMulRelu>(x, y, z, n1, n0, ldx, ldz);
+}
+
 void outer_mul_relu_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
   dispatch_float(a.dtype, "outer_mul_relu/v02_vectorized", [&](auto t) {
     using T = decltype(t);
+    if (!bcast::rows_aligned<T>(a, false)) {
+      bcast::launch_peeled_rows<T>(outer_mul_relu_v02_peeled_kernel<T>, bcast::kPeelThreads,
+                                   int64_t(bcast::kPeelThreads) * bcast::kPeelUnroll, a, 0, s,
+                                   "outer_mul_relu_v02_peeled_kernel");
+      return;
+    }
     static const int resident = resident_grid(outer_mul_relu_v02_kernel<T>, bcast::kThreads);
     bcast::launch_vector_rows<BroadcastKind::kOuterMulRelu, T>(outer_mul_relu_v02_kernel<T>, resident, a, 0, s, "outer_mul_relu_v02_kernel");
   });
@@ -34,6 +49,6 @@ void outer_mul_relu_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
 
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "outer_mul_relu", "v02_vectorized",
                     "16-byte stores, x loaded once per (chunk, 4 rows), 4 vectors in flight, items claimed dynamically", 70,
-                    kFlagProduction, bcast::vector_supports, outer_mul_relu_v02_launch);
+                    kFlagProduction, nullptr, outer_mul_relu_v02_launch);
 
 }  // namespace hk

@@ -75,6 +75,6 @@ void row_scale_relu_v01_launch(const BroadcastArgs& a, cudaStream_t s) {
 
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "row_scale_relu", "v01_naive",
                     "one thread per element; backward: dx kernel, then a dy kernel re-reading x and dz", 70,
-                    kFlagReference | kFlagBaseline | kFlagProduction, nullptr, row_scale_relu_v01_launch);
+                    kFlagReference | kFlagBaseline, nullptr, row_scale_relu_v01_launch);
 
 }  // namespace hk

@@ -19,8 +19,13 @@
 // on 4 SMs (10.3 ms bf16). NOTE: the column-sum helper sum_partials ([S, N1] layout) gave each of
 // the 4 rows' 16384 partials to 32 threads in a serial chain: ~100 us of a 509 us backward.
 // Adds over v02: one block per (row, chunk), 8 vectors in flight per thread, split rows backward.
-// Needs: 16-byte aligned operands and row strides (the public op falls back to v01).
+// Any alignment: operands or row strides that are not 16-byte aligned take peeled kernels (the
+// same item shapes): each row of z (dx) peeled to its first 16-byte boundary, 16-byte stores,
+// x (and dz) read at z's (dx's) row phase — 16-byte loads where they share it, else the widest
+// loads their phase allows (load_vec_any). Aligned operands run the kernels above unchanged.
 // Run:   hk bench row_scale_relu --variant 'v0[23]*' --shape 16384x8192 --shape 4x67108864
+#include <type_traits>
+
 #include "broadcast/broadcast.cuh"
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -79,6 +84,72 @@ __global__ void __launch_bounds__(kThr) row_scale_relu_v03_bwd_kernel(const T* _
   }
 }
 
+// row_scale_relu_v03_bwd_kernel at any alignment: item (j, s) = chunk s of the body of dx's row
+// j (peeled at dx's phase); the chunk-0 item also owns the row's scalar head and tail.
+template <class T, class OutT>
+__global__ void __launch_bounds__(kThr) row_scale_relu_v03_bwd_peeled_kernel(
+    const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ dz, T* __restrict__ dx,
+    OutT* __restrict__ out, int64_t n1, int64_t n0, int64_t ldx, int64_t ldg, int64_t ldo, int64_t S) {
+  constexpr int kV = kVec16<T>;
+  constexpr int64_t kChunk = int64_t(kThr) * kBwdUnr;
+  using V = Vec<T, kV>;
+  for (int64_t item = blockIdx.x; item < n1 * S; item += gridDim.x) {
+    const int64_t j = item / S, s = item - j * S;
+    const float yv = to_f32(y[j]);
+    T* orow = dx + j * ldo;
+    const int64_t head = head_to_16(orow, n0), nvec = (n0 - head) / kV, tail = n0 - head - nvec * kV;
+    const T* xr = x + j * ldx;
+    const T* gr = dz + j * ldg;
+    float acc = 0.f;
+    if (s == 0 && threadIdx.x < head + tail) {
+      const int64_t e = threadIdx.x < head ? threadIdx.x : nvec * kV + threadIdx.x;
+      const float xf = to_f32(xr[e]), gf = to_f32(gr[e]);
+      const bool on = xf * yv > 0.f;
+      orow[e] = from_f32<T>(on ? yv * gf : 0.f);
+      acc += on ? xf * gf : 0.f;
+    }
+    const T* xb = xr + head;
+    const T* gb = gr + head;
+    T* ob = orow + head;
+    const int64_t v0 = s * kChunk + threadIdx.x;
+    V xv[kBwdUnr], gv[kBwdUnr];
+    if (aligned16(xb) && aligned16(gb)) {
+#pragma unroll
+      for (int u = 0; u < kBwdUnr; ++u) {
+        const int64_t v = v0 + u * kThr;
+        if (v < nvec) {
+          xv[u] = load_stream<T, kV>(xb + v * kV);
+          gv[u] = load_stream<T, kV>(gb + v * kV);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kBwdUnr; ++u) {
+        const int64_t v = v0 + u * kThr;
+        if (v < nvec) {
+          xv[u] = load_vec_any<T, kV>(xb + v * kV);
+          gv[u] = load_vec_any<T, kV>(gb + v * kV);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBwdUnr; ++u) {
+      const int64_t v = v0 + u * kThr;
+      if (v < nvec) store_stream<T, kV>(ob + v * kV, bcast::relu_scale_grad<T, kV>(xv[u], gv[u], yv, acc));
+    }
+    acc = block_reduce<kThr>(acc, SumOp{});
+    if (threadIdx.x == 0) out[item] = from_f32<OutT>(acc);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThr) row_scale_relu_v03_peeled_kernel(const T* __restrict__ x,
+                                                                          const T* __restrict__ y, T* __restrict__ z,
+                                                                          int64_t n1, int64_t n0, int64_t ldx,
+                                                                          int64_t ldz) {
+  bcast::peeled_rows<T, BroadcastKind::kRowScaleRelu, kThr, kUnr>(x, y, z, n1, n0, ldx, ldz);
+}
+
 // dy[j] = the sum of row j's S partials by kT threads (a warp, or a 1024-thread block for the
 // 16384 partials of a 2^26-element row): thread t adds partials t, t + kT, ... in order, then
 // one warp or block reduction. NOTE: a 1024-thread block per row for every S (the first form)
@@ -102,6 +173,11 @@ __global__ void __launch_bounds__(kT == 32 ? 256 : kT) row_scale_relu_v03_dy_ker
 
 template <class T>
 void launch_fwd(const BroadcastArgs& a, cudaStream_t s) {
+  if (!bcast::rows_aligned<T>(a, true)) {
+    bcast::launch_peeled_rows<T>(row_scale_relu_v03_peeled_kernel<T>, kThr, int64_t(kThr) * kUnr, a, a.ld_x, s,
+                                 "row_scale_relu_v03_peeled_kernel");
+    return;
+  }
   const int64_t items = a.n1 * ceil_div(ceil_div(a.n0, kVec16<T>), int64_t(kThr) * kUnr);
   // One block per item; the body's grid-stride loop covers items past the grid limit.
   const int blocks = static_cast<int>(std::min<int64_t>(items, 0x7FFFFFFF));
@@ -112,22 +188,34 @@ void launch_fwd(const BroadcastArgs& a, cudaStream_t s) {
 
 template <class T>
 void launch_bwd(const BroadcastArgs& a, cudaStream_t s) {
-  const int64_t S = ceil_div(ceil_div(a.n0, kVec16<T>), int64_t(kThr) * kBwdUnr);
+  const bool aligned = bcast::rows_aligned<T>(a, true);
+  const int64_t S = aligned ? ceil_div(ceil_div(a.n0, kVec16<T>), int64_t(kThr) * kBwdUnr)
+                            : bcast::peeled_chunks(a.n0, kVec16<T>, int64_t(kThr) * kBwdUnr);
   const int blocks = static_cast<int>(std::min<int64_t>(a.n1 * S, 0x7FFFFFFF));
   const T* x = static_cast<const T*>(a.x);
   const T* y = static_cast<const T*>(a.y);
   const T* dz = static_cast<const T*>(a.dz);
   T* dx = static_cast<T*>(a.z);
   T* dy = static_cast<T*>(a.dy);
+  // The row pass: dx, and per item its share of dy[j] (dy[j] itself when S == 1).
+  auto rows = [&](auto* out) {
+    using OutT = std::remove_pointer_t<decltype(out)>;
+    if (aligned) {
+      row_scale_relu_v03_bwd_kernel<T, OutT><<<blocks, kThr, 0, s>>>(x, y, dz, dx, out, a.n1, a.n0, a.ld_x, a.ld_dz,
+                                                                     a.ld_z, S);
+      HK_CHECK_LAUNCH("row_scale_relu_v03_bwd_kernel");
+    } else {
+      row_scale_relu_v03_bwd_peeled_kernel<T, OutT><<<blocks, kThr, 0, s>>>(x, y, dz, dx, out, a.n1, a.n0, a.ld_x,
+                                                                            a.ld_dz, a.ld_z, S);
+      HK_CHECK_LAUNCH("row_scale_relu_v03_bwd_peeled_kernel");
+    }
+  };
   if (S == 1) {
-    row_scale_relu_v03_bwd_kernel<T, T><<<blocks, kThr, 0, s>>>(x, y, dz, dx, dy, a.n1, a.n0, a.ld_x, a.ld_dz, a.ld_z, 1);
-    HK_CHECK_LAUNCH("row_scale_relu_v03_bwd_kernel");
+    rows(dy);
     return;
   }
   StreamScratch part(a.n1 * S * int64_t(sizeof(float)), s);
-  row_scale_relu_v03_bwd_kernel<T, float><<<blocks, kThr, 0, s>>>(x, y, dz, dx, part.as<float>(), a.n1, a.n0, a.ld_x,
-                                                                  a.ld_dz, a.ld_z, S);
-  HK_CHECK_LAUNCH("row_scale_relu_v03_bwd_kernel");
+  rows(part.as<float>());
   if (S <= 1024) {
     const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(a.n1, 8), 0x7FFFFFFF));
     row_scale_relu_v03_dy_kernel<T, 32><<<blocks, 256, 0, s>>>(part.as<float>(), dy, a.n1, S);
@@ -151,7 +239,7 @@ void row_scale_relu_v03_launch(const BroadcastArgs& a, cudaStream_t s) {
 
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "row_scale_relu", "v03_oneshot_chunks",
                     "default: one 128-thread block per (row, chunk), 8 16-byte loads in flight per thread; backward "
-                    "splits long rows (f32 partials, summed in chunk order)",
-                    90, kFlagProduction, bcast::vector_supports, row_scale_relu_v03_launch);
+                    "splits long rows (f32 partials, summed in chunk order); any alignment (peeled)",
+                    90, kFlagProduction, nullptr, row_scale_relu_v03_launch);
 
 }  // namespace hk

@@ -4,8 +4,11 @@
 // before the first use, a grid sized to fill every SM once (grid-stride loop).
 // Adds over v02: 4-8x fewer memory instructions and enough bytes in flight per SM to cover HBM
 // latency (Little's law: ~4.3 TB/s x ~700 ns ~ 3 MB across 132 SMs ~ 23 KB per SM).
-// Needs: 16-byte aligned x, dy and out (supports() says why otherwise; the public op then falls
-// back to v02). The n % 8 tail is handled by scalar code in the same kernel.
+// Any alignment: the output is peeled — its scalar head up to the first 16-byte boundary (at
+// most 7 elements, block 0), the 16-byte body, the scalar tail (block 0). x and dy are read with
+// 16-byte loads when they share out's 16-byte phase (always for cudaMalloc'd tensors), else
+// with the widest loads their phase allows (a separate instantiation, kAny: 8-, 4- or 2-byte
+// loads, the stores stay 16 bytes). Aligned operands run the same body as before the peel.
 // Run:   hk bench gelu --variant v03_vectorized --shape 16384x8192
 #include "common/activations.cuh"
 #include "common/launch.cuh"
@@ -24,11 +27,19 @@ __device__ __forceinline__ float gelu_v03_apply(float x, float dy) {
   else return kTanh ? act::gelu_tanh(x) : act::gelu_erf(x);
 }
 
-template <class T, bool kTanh, bool kBackward>
+template <class T, bool kTanh, bool kBackward, bool kAny>
 __global__ void __launch_bounds__(kThreads) gelu_v03_kernel(const T* __restrict__ x,
                                                             const T* __restrict__ dy,
-                                                            T* __restrict__ out, int64_t n) {
+                                                            T* __restrict__ out, int64_t n, int head) {
   constexpr int kV = kVec16<T>;
+  // Head: out[0, head) up to out's first 16-byte boundary, one element per thread of block 0.
+  if (blockIdx.x == 0 && threadIdx.x < head)
+    out[threadIdx.x] = from_f32<T>(gelu_v03_apply<kTanh, kBackward>(to_f32(x[threadIdx.x]),
+                                                                    kBackward ? to_f32(dy[threadIdx.x]) : 0.f));
+  x += head;
+  if constexpr (kBackward) dy += head;
+  out += head;
+  n -= head;
   using V = Vec<T, kV>;
   const int64_t nvec = n / kV;
   const int64_t stride = int64_t(gridDim.x) * kThreads;
@@ -41,8 +52,8 @@ __global__ void __launch_bounds__(kThreads) gelu_v03_kernel(const T* __restrict_
     for (int u = 0; u < kUnroll; ++u) {
       int64_t i = base + u * stride;
       if (i < nvec) {
-        xv[u] = load_stream<T, kV>(x + i * kV);
-        if constexpr (kBackward) gv[u] = load_stream<T, kV>(dy + i * kV);
+        xv[u] = load_stream_at<kAny, T, kV>(x + i * kV);
+        if constexpr (kBackward) gv[u] = load_stream_at<kAny, T, kV>(dy + i * kV);
       }
     }
 #pragma unroll
@@ -64,15 +75,26 @@ __global__ void __launch_bounds__(kThreads) gelu_v03_kernel(const T* __restrict_
     out[t] = from_f32<T>(gelu_v03_apply<kTanh, kBackward>(to_f32(x[t]), kBackward ? to_f32(dy[t]) : 0.f));
 }
 
+template <class T, bool kTanh, bool kBackward, bool kAny>
+void launch_peeled(const T* x, const T* dy, T* out, int64_t n, int head, cudaStream_t stream) {
+  auto kernel = gelu_v03_kernel<T, kTanh, kBackward, kAny>;
+  static const int resident = resident_grid(kernel, kThreads);
+  int64_t work_blocks = ceil_div(ceil_div(n, kVec16<T> * kUnroll), kThreads);
+  int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(resident, work_blocks)));
+  kernel<<<blocks, kThreads, 0, stream>>>(x, dy, out, n, head);
+  HK_CHECK_LAUNCH("gelu_v03_kernel");
+}
+
 template <class T, bool kTanh, bool kBackward>
 void launch_typed(const GeluArgs& a, cudaStream_t stream) {
-  auto kernel = gelu_v03_kernel<T, kTanh, kBackward>;
-  static const int resident = resident_grid(kernel, kThreads);
-  int64_t work_blocks = ceil_div(ceil_div(a.n, kVec16<T> * kUnroll), kThreads);
-  int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(resident, work_blocks)));
-  kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.dy),
-                                          static_cast<T*>(a.out), a.n);
-  HK_CHECK_LAUNCH("gelu_v03_kernel");
+  const T* x = static_cast<const T*>(a.x);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* out = static_cast<T*>(a.out);
+  const int head = static_cast<int>(head_to_16(out, a.n));
+  // Inputs at out's 16-byte phase (after the head) move as 16-byte loads; otherwise kAny.
+  const bool same = aligned16(x + head) && (!kBackward || aligned16(dy + head));
+  if (same) launch_peeled<T, kTanh, kBackward, false>(x, dy, out, a.n, head, stream);
+  else launch_peeled<T, kTanh, kBackward, true>(x, dy, out, a.n, head, stream);
 }
 
 void gelu_v03_launch(const GeluArgs& a, cudaStream_t stream) {
@@ -84,17 +106,11 @@ void gelu_v03_launch(const GeluArgs& a, cudaStream_t stream) {
   });
 }
 
-std::string gelu_v03_supports(const GeluProblem& p) {
-  if (p.align_bytes < 16)
-    return "needs 16-byte aligned operands for 16-byte vector access, got " +
-           std::to_string(p.align_bytes) + "-byte alignment";
-  return "";
-}
 
 }  // namespace
 
 HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v03_vectorized",
-                    "16-byte vector loads, 4 in flight per thread, SM-sized grid-stride loop", 70,
-                    kFlagProduction, gelu_v03_supports, gelu_v03_launch);
+                    "16-byte vector loads, 4 in flight per thread, SM-sized grid-stride loop; any alignment (peeled)", 70,
+                    kFlagProduction, nullptr, gelu_v03_launch);
 
 }  // namespace hk
