@@ -247,6 +247,7 @@ std::string attention_v03_supports(const AttentionProblem& p) {
     return "head dim " + std::to_string(d) + " is not one of 32, 64, 96, 128 (instantiated tile shapes)";
   if (std::string why = p.rows_16b(); !why.empty()) return why;
   if (p.batch > 65535 || p.heads_q > 65535) return "B and Hq must be at most 65535 (grid z and y)";
+  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return "empty problem (an empty grid): the general rung";
   if (p.seqlen_q > (int64_t(1) << 31) - kBlockM) return "Sq too large for the grid";
   return "";
 }
