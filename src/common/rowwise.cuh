@@ -24,6 +24,14 @@ __device__ __forceinline__ Vec<T, N> load_keep(const T* p) {
   return *reinterpret_cast<Vec<T, N>*>(&raw);
 }
 
+// load_keep of an operand read at its own 16-byte phase (kAny false) or at another operand's
+// (kAny true: load_vec_any with the keep policy).
+template <bool kAny, class T, int N>
+__device__ __forceinline__ Vec<T, N> load_keep_at(const T* p) {
+  if constexpr (kAny) return load_vec_any<T, N, true>(p);
+  else return load_keep<T, N>(p);
+}
+
 // load_keep as a volatile asm: it stays in program order with the opaque() asms of
 // row_slice.cuh, so ptxas cannot hoist every per-column load of an unrolled row loop to the top
 // (4 registers per vector held until use).

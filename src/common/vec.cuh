@@ -9,6 +9,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 
 namespace hk {
 
@@ -58,27 +60,34 @@ template <class T, int N, bool kKeep = false>
 __device__ __forceinline__ Vec<T, N> load_vec_any(const T* p) {
   static_assert(sizeof(T) * N == 16, "load_vec_any moves exactly 16 bytes");
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  Vec<T, N> v;
+  // Assembled as whole 32-bit words in registers (a store through a reinterpret_cast of the
+  // Vec made ptxas give it a stack slot).
+  uint4 r;
   if ((a & 15) == 0) {
     const uint4* q = reinterpret_cast<const uint4*>(p);
-    *reinterpret_cast<uint4*>(&v) = kKeep ? __ldg(q) : __ldcs(q);
+    r = kKeep ? __ldg(q) : __ldcs(q);
   } else if ((a & 7) == 0) {
     const uint2* q = reinterpret_cast<const uint2*>(p);
-    uint2* d = reinterpret_cast<uint2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) d[i] = kKeep ? __ldg(q + i) : __ldcs(q + i);
+    const uint2 lo = kKeep ? __ldg(q) : __ldcs(q), hi = kKeep ? __ldg(q + 1) : __ldcs(q + 1);
+    r = make_uint4(lo.x, lo.y, hi.x, hi.y);
   } else if ((a & 3) == 0) {
     const unsigned* q = reinterpret_cast<const unsigned*>(p);
-    unsigned* d = reinterpret_cast<unsigned*>(&v);
+    unsigned w[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) d[i] = kKeep ? __ldg(q + i) : __ldcs(q + i);
+    for (int i = 0; i < 4; ++i) w[i] = kKeep ? __ldg(q + i) : __ldcs(q + i);
+    r = make_uint4(w[0], w[1], w[2], w[3]);
   } else {  // 2-byte aligned: 16-bit elements only (typed pointers are element-aligned)
     const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
-    unsigned short* d = reinterpret_cast<unsigned short*>(&v);
+    unsigned w[4];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) d[i] = kKeep ? __ldg(q + i) : __ldcs(q + i);
+    for (int i = 0; i < 4; ++i) {
+      const unsigned lo = kKeep ? __ldg(q + 2 * i) : __ldcs(q + 2 * i);
+      const unsigned hi = kKeep ? __ldg(q + 2 * i + 1) : __ldcs(q + 2 * i + 1);
+      w[i] = lo | (hi << 16);
+    }
+    r = make_uint4(w[0], w[1], w[2], w[3]);
   }
-  return v;
+  return *reinterpret_cast<Vec<T, N>*>(&r);
 }
 
 // One 16-byte vector of an operand a kernel reads at its own 16-byte phase (kAny false: `p` is
@@ -87,6 +96,19 @@ template <bool kAny, class T, int N>
 __device__ __forceinline__ Vec<T, N> load_stream_at(const T* p) {
   if constexpr (kAny) return load_vec_any<T, N>(p);
   else return load_stream<T, N>(p);
+}
+
+// Whether every operand's rows start at one 16-byte phase, row by row: equal base phases and,
+// for more than one row, row strides (bytes) equal modulo 16. Operands: (base, row stride in
+// bytes). When they do, one head / 16-byte body / tail split of a row serves all of them;
+// otherwise a kernel peels at one operand's phase and reads the others with load_vec_any.
+inline bool rows_share_phase(int64_t rows, std::initializer_list<std::pair<const void*, int64_t>> ops) {
+  const auto& first = *ops.begin();
+  for (const auto& o : ops) {
+    if ((reinterpret_cast<uintptr_t>(o.first) & 15) != (reinterpret_cast<uintptr_t>(first.first) & 15)) return false;
+    if (rows > 1 && ((o.second - first.second) % 16) != 0) return false;
+  }
+  return true;
 }
 
 __device__ __forceinline__ float to_f32(float x) { return x; }

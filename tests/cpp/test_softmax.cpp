@@ -13,6 +13,7 @@
 #include "bench/case.hpp"
 #include "core/host.hpp"
 #include "hk/hk.hpp"
+#include "offset_views.hpp"
 #include "test_util.hpp"
 #include "softmax/softmax_op.hpp"
 
@@ -129,10 +130,26 @@ TEST(SoftmaxDispatch, PicksByShape) {
   // v05 (below v02 where it runs) is ladder-only, and runs few rows when asked by name
   EXPECT_FALSE(reg.variant("softmax", "v05_pipelined_rows")->is(hk::kFlagProduction));
   EXPECT_EQ(reg.variant("softmax", "v05_pipelined_rows")->supports(hk::SoftmaxProblem(8, 8192, DType::kBF16, false)), "");
-  // input and output rows at different 16-byte phases: only the scalar rung runs
+  // input and output rows at different 16-byte phases, and 2-byte aligned bases: the same rungs
+  // (split at the output's phase)
   hk::SoftmaxProblem odd(9, 100, DType::kBF16, false, 101, 100);
   EXPECT_NE(odd.same_row_phase(), "");
-  EXPECT_EQ(reg.choose(odd).variant->name(), "v01_three_pass");
+  EXPECT_EQ(reg.choose(odd).variant->name(), "v02_onchip_row");
+  hk::SoftmaxProblem odd_bwd(9, 100, DType::kBF16, true, 101, 103, 105);
+  odd_bwd.align_bytes = 2;
+  EXPECT_EQ(reg.choose(odd_bwd).variant->name(), "v02_onchip_row");
+  hk::SoftmaxProblem odd_cluster(4, 20001, DType::kF32, false, 20003, 20001);
+  odd_cluster.align_bytes = 4;
+  EXPECT_EQ(reg.choose(odd_cluster).variant->name(), "v04_split_row_cluster");
+  hk::SoftmaxProblem odd_grid(4, int64_t(1) << 20, DType::kBF16, true, (int64_t(1) << 20) + 1, (int64_t(1) << 20) + 3,
+                              (int64_t(1) << 20) + 5);
+  odd_grid.align_bytes = 2;
+  EXPECT_EQ(reg.choose(odd_grid).variant->name(), "v06_split_row_grid");
+}
+
+// The three-pass rung is a teaching rung: the public op never runs it.
+TEST(SoftmaxDispatch, ThreePassRungIsLadderOnly) {
+  EXPECT_FALSE(hk::Registry::get().variant("softmax", "v01_three_pass")->is(hk::kFlagProduction));
 }
 
 // The backward formula dx = y (dy - sum(dy y)) against central differences of
@@ -189,6 +206,42 @@ TEST(SoftmaxPublic, PaddedThreeDimensionalViews) {
     auto r = c.check();
     EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
   }
+}
+
+// The public ops on views whose operands sit at their own 16-byte phases (base offsets in
+// elements) with row strides that are not 16-byte multiples and differ between operands, in each
+// production rung's band of row lengths (v02 warp and block per row, v04, v06).
+TEST(SoftmaxPublic, MisalignedViews) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  using hktest::Place;
+  struct L {
+    Place a, dy, out;
+  };
+  auto layouts = [](int64_t cols) {
+    return std::vector<L>{
+        {{1, cols + 3}, {1, cols + 3}, {1, cols + 3}},  // one shared odd phase
+        {{0, cols}, {0, cols}, {3, cols + 5}},          // output at another phase and stride
+        {{2, cols + 1}, {5, cols + 7}, {0, cols + 8}},  // output aligned, every input not
+        {{0, cols}, {0, cols + 2}, {0, cols + 1}},      // aligned bases, rows at shifting phases
+    };
+  };
+  const std::pair<int64_t, int64_t> shapes[] = {{33, 100}, {5, 5}, {6, 4097}, {3, 20001}, {2, 300007}};
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (auto [rows, cols] : shapes)
+      for (bool bwd : {false, true})
+        for (const L& l : layouts(cols)) {
+          hk::SoftmaxProblem p(rows, cols, dt, bwd);
+          const std::string what = p.key() + " a+" + std::to_string(l.a.offset) + "/" + std::to_string(l.a.ld) +
+                                   " dy+" + std::to_string(l.dy.offset) + "/" + std::to_string(l.dy.ld) + " out+" +
+                                   std::to_string(l.out.offset) + "/" + std::to_string(l.out.ld);
+          if (bwd)
+            hktest::check_offset_views(p, {l.a, l.dy}, {l.out},
+                                       [](auto& in, auto& out) { hk::softmax_backward(in[0], in[1], out[0]); }, 13, what);
+          else
+            hktest::check_offset_views(p, {l.a}, {l.out}, [](auto& in, auto& out) { hk::softmax(in[0], out[0]); }, 13,
+                                       what);
+        }
 }
 
 // Past 2^31 elements without host copies of the tensors: x is the byte 0x40 everywhere (bf16

@@ -1,9 +1,11 @@
 // softmax/dispatch.cpp — which softmax rung serves a public call (hk::softmax,
 // hk::softmax_backward, hk.softmax).
 //
-// By row length (cols), for operands that are 16-byte aligned with rows at one 16-byte phase
-// (SoftmaxProblem::same_row_phase, what every vectorized rung needs). Measured on the H200,
-// 2026-11-29 (docs/softmax.md), % of copy bandwidth, bf16 / f32:
+// By row length (cols), at any alignment: the three rungs split each row at its own 16-byte
+// phase (scalar head, 16-byte body, scalar tail), and when the operands' rows start at different
+// phases they split at the output's and read the inputs with the widest loads their phase
+// allows. Measured on the H200, 2026-11-29 (docs/softmax.md), % of copy bandwidth, bf16 / f32,
+// cudaMalloc'd operands:
 //
 //   cols                                  rung                     forward        backward
 //   <= 16384 (f32 backward <= 8192)       v02_onchip_row           93.0 / 92.0    95.2 / 93.4   (16384x8192)
@@ -11,10 +13,9 @@
 //                                                                  this band; v06 reads it twice)
 //   longer                                v06_split_row_grid       61.6 / 62.4    52.5 / 52.1   (4x2^26; v04 28.1 / 31.3
 //                                                                  and 32.3 / 37.7: one cluster per row fills 64 SMs)
-//   unaligned or rows at other phases     v01_three_pass           47.6 / 66.3    62.1 / 61.8   (16384x8192)
 //
-// v01 is the only rung that runs operands that are not 16-byte aligned or whose rows start at
-// different 16-byte phases, so it stays production for those. Ladder-only: v03_online (94.7%
+// Operands at different phases are not yet measured. Ladder-only: v01_three_pass (scalar access,
+// 47.6% / 66.3% of copy forward at 16384x8192), v03_online (94.7%
 // bf16 forward but 87.7% f32 forward and 79.7% f32 backward at 16384x8192) and v05_pipelined_rows
 // (80.4% / 85.8% forward at 16384x8192, below v02).
 #include "softmax/softmax_op.hpp"
@@ -39,9 +40,6 @@ std::vector<Route> softmax_dispatch(const SoftmaxProblem& p) {
     routes.push_back({"v06_split_row_grid", "rows longer than a cluster holds, split over every SM: 61.6% / 62.4% of "
                                             "copy forward at 4x2^26 against v04's 28.1% / 31.3% (bf16 / f32; H200, "
                                             "2026-11-29)"});
-  routes.push_back({"v01_three_pass", "operands not 16-byte aligned or rows at different 16-byte phases: the only "
-                                      "rung with scalar access (47.6% / 66.3% of copy forward at 16384x8192, bf16 / "
-                                      "f32; H200, 2026-11-29)"});
   return routes;
 }
 

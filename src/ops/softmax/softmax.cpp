@@ -201,7 +201,8 @@ class SoftmaxFamily final : public Family {
   std::vector<ProblemPtr> test_problems() const override {
     struct S { int64_t rows, cols, ld_in, ld_out, ld_dy; };
     // Odd tails; padded rows with shifted 16-byte phases; strides that differ in phase between
-    // input and output (vectorized rungs skip, v01 runs); many short rows (warp per row); rows
+    // the operands (the production rungs split rows at the output's phase, kAny) in each rung's
+    // band of row lengths; many short rows (warp per row); rows
     // just past the on-chip limits (8192 / 16384); few long rows (split). Below ~2^21 elements
     // each (the sanitizer sweep's size), except 2 x (2^20 + 3), which sanitize.sh leaves out.
     const std::vector<S> shapes = {
@@ -215,7 +216,9 @@ class SoftmaxFamily final : public Family {
         // few rows longer than a 16-block cluster holds in registers (> 16 x 16384: v06's
         // chunks over the grid, ragged last chunks, rows at shifted 16-byte phases; 5 rows carry
         // every special row), contiguous and padded
-        {3, 655367, 0, 0, 0},   {5, 300007, 300015, 300023, 300031}};
+        {3, 655367, 0, 0, 0},   {5, 300007, 300015, 300023, 300031},
+        // operands at different phases row by row: in v04's band and in v06's
+        {4, 20001, 20003, 20001, 20005}, {3, 300007, 300009, 300008, 300011}};
     std::vector<ProblemPtr> out;
     for (auto& s : shapes)
       for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})

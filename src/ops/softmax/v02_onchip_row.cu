@@ -22,9 +22,13 @@
 // 512) so that f32 keeps 4 blocks of 256 (76 registers unbounded).
 // Adds over v01: one read instead of three (forward) or two (backward), vector access, and a
 // thread count sized to the row.
-// Needs: T <= 16384 (512 threads x 32 elements; backward f32 8192), 16-byte aligned operands whose rows share a
-// 16-byte phase (SoftmaxProblem::same_row_phase); otherwise supports() says why and the public
-// op falls through to v04 or v06.
+// Any alignment: rows are split at their own phase (head, 16-byte vectors, tail), which serves
+// every operand when their rows share a 16-byte phase (rows_share_phase: always for cudaMalloc'd
+// operands with equal strides). Operands whose rows start at different phases take a second
+// instantiation (kAny) that splits at the output's phase — 16-byte stores — and reads the
+// inputs with the widest loads their phase allows (load_vec_any: 8-, 4- or 2-byte loads).
+// Needs: T <= 16384 (512 threads x 32 elements; backward f32 8192); otherwise supports() says
+// why and the public op falls through to v04 or v06.
 // Run:   hk bench softmax --variant v02_onchip_row --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -39,11 +43,13 @@ constexpr int kMaxThreads = 512;
 constexpr int kWarpRowsBlock = 256;  // warp-per-row mode: 8 rows per block
 // Forward: at most 64 registers (2 blocks of 512 threads per SM). Backward: no minimum (0),
 // its register counts as before (an explicit 1 made ptxas take more: f16 57 -> 82).
-template <bool kBackward>
-constexpr int kMinBlocks = kBackward ? 0 : 2;
+// kAny (inputs at another phase than the output) is not held to 64: its multi-width loads need
+// more registers than the 16-byte path (f32 forward spilled at 64).
+template <bool kBackward, bool kAny = false>
+constexpr int kMinBlocks = kBackward || kAny ? 0 : 2;
 
-template <class T, bool kBackward, bool kWarpRows>
-__global__ void __launch_bounds__(kMaxThreads, kMinBlocks<kBackward>) softmax_v02_kernel(const T* __restrict__ a, const T* __restrict__ dy,
+template <class T, bool kBackward, bool kWarpRows, bool kAny>
+__global__ void __launch_bounds__(kMaxThreads, kMinBlocks<kBackward, kAny>) softmax_v02_kernel(const T* __restrict__ a, const T* __restrict__ dy,
                                                                   T* __restrict__ out, int64_t rows, int64_t cols,
                                                                   int64_t ld_a, int64_t ld_dy, int64_t ld_out) {
   constexpr int kV = kVec16<T>;
@@ -61,7 +67,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<kBackward>) softmax_v0
     const T* ar = a + r * ld_a;
     const T* dr = kBackward ? dy + r * ld_dy : nullptr;
     T* o = out + r * ld_out;
-    const RowSplit s = row_split(ar, cols);  // every operand's row has this split (same phase)
+    // Every operand's row has this split (same phase), or (kAny) the output's does.
+    const RowSplit s = kAny ? row_split(static_cast<const T*>(o), cols) : row_split(ar, cols);
     const int nvec = static_cast<int>(s.nvec);  // T <= 16384: 32-bit vector indices
     const int step = nl * kV;                   // elements between this thread's vectors
     V va[kPer], vd[kBackward ? kPer : 1];       // (kPer, kV) the row slice of this thread
@@ -70,8 +77,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<kBackward>) softmax_v0
     for (int k = 0; k < kPer; ++k) {
       if (lane + k * nl < nvec) {
         valid |= 1u << k;
-        va[k] = load_stream<T, kV>(ar + s.head + lane * kV + k * step);
-        if constexpr (kBackward) vd[k] = load_stream<T, kV>(dr + s.head + lane * kV + k * step);
+        va[k] = load_stream_at<kAny, T, kV>(ar + s.head + lane * kV + k * step);
+        if constexpr (kBackward) vd[k] = load_stream_at<kAny, T, kV>(dr + s.head + lane * kV + k * step);
       } else if constexpr (!kBackward) {
         va[k] = neg_inf_vec<T>();  // neutral in the max and the sum: no bounds check per pass
       }
@@ -130,7 +137,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<kBackward>) softmax_v0
   }
 }
 
-template <class T, bool kBackward>
+template <class T, bool kBackward, bool kAny>
 void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
   constexpr int kV = kVec16<T>;
   const int64_t threads = ceil_div(ceil_div(ceil_div(a.cols, kV), kOnChipElems<T, kBackward> / kV), 32) * 32;
@@ -138,13 +145,13 @@ void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
   const T* d = static_cast<const T*>(a.dy);
   T* o = static_cast<T*>(a.out);
   if (threads <= 32) {
-    auto kernel = softmax_v02_kernel<T, kBackward, true>;
+    auto kernel = softmax_v02_kernel<T, kBackward, true, kAny>;
     static const int resident = resident_grid(kernel, kWarpRowsBlock);
     const int blocks = static_cast<int>(std::min<int64_t>(resident, ceil_div(a.rows, kWarpRowsBlock / 32)));
     kernel<<<blocks, kWarpRowsBlock, 0, stream>>>(x, d, o, a.rows, a.cols, a.ld_a, a.ld_dy, a.ld_out);
   } else {
     const int blocks = static_cast<int>(std::min<int64_t>(a.rows, 0x7FFFFFFF));
-    softmax_v02_kernel<T, kBackward, false><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(
+    softmax_v02_kernel<T, kBackward, false, kAny><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(
         x, d, o, a.rows, a.cols, a.ld_a, a.ld_dy, a.ld_out);
   }
   HK_CHECK_LAUNCH("softmax_v02_kernel");
@@ -153,7 +160,11 @@ void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
 void softmax_v02_launch(const SoftmaxArgs& a, cudaStream_t stream) {
   dispatch_float(a.dtype, "softmax/v02_onchip_row", [&](auto t) {
     using T = decltype(t);
-    a.backward ? launch_typed<T, true>(a, stream) : launch_typed<T, false>(a, stream);
+    const int64_t es = sizeof(T);
+    const bool same = rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.out, a.ld_out * es}}) &&
+                      (!a.backward || rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.dy, a.ld_dy * es}}));
+    if (same) a.backward ? launch_typed<T, true, false>(a, stream) : launch_typed<T, false, false>(a, stream);
+    else a.backward ? launch_typed<T, true, true>(a, stream) : launch_typed<T, false, true>(a, stream);
   });
 }
 
@@ -163,13 +174,13 @@ std::string softmax_v02_supports(const SoftmaxProblem& p) {
   if (p.cols > max_cols)
     return "rows of " + std::to_string(p.cols) + " elements do not fit on chip (at most " + std::to_string(max_cols) +
            ": 512 threads x " + std::to_string(per_thread) + ")";
-  return p.same_row_phase();
+  return "";
 }
 
 }  // namespace
 
 HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v02_onchip_row",
-                    "row held in registers: one read, one write; warp per short row, block per long row", 70,
+                    "row held in registers: one read, one write; warp per short row, block per long row; any alignment (peeled)", 70,
                     kFlagProduction, softmax_v02_supports, softmax_v02_launch);
 
 }  // namespace hk

@@ -12,7 +12,10 @@
 // Adds over v03: a row is no longer limited to one SM; over v02: rows past 16384 stay on chip
 // up to 16 x 16384. Limit: a cluster lives on one GPC, so R rows occupy at most 16 R SMs
 // (4 x 2^26 -> 64 of 132); rows too long for the cluster's registers cost a second read.
-// Needs: sm_90 (clusters); 16-byte aligned operands whose rows share a 16-byte phase.
+// Any alignment: slices are split at their own phase (head, 16-byte vectors, tail); operands
+// whose rows start at different 16-byte phases take a second instantiation (kAny) that splits
+// at the output's phase and reads the inputs with load_vec_any (as v02).
+// Needs: sm_90 (clusters).
 // Run:   hk bench softmax --variant v04_split_row_cluster --shape 4x67108864
 #include <cooperative_groups.h>
 
@@ -30,7 +33,7 @@ constexpr int kMaxCluster = 16;  // NOTE: > 8 needs cudaFuncAttributeNonPortable
 template <class T, bool kBackward>
 constexpr int64_t kSliceOnChip = int64_t(kThreads) * kOnChipElems<T, kBackward>;  // as v02
 
-template <class T, bool kBackward, bool kOnChip>
+template <class T, bool kBackward, bool kOnChip, bool kAny>
 __global__ void __launch_bounds__(kThreads) softmax_v04_kernel(const T* __restrict__ a, const T* __restrict__ dy,
                                                                T* __restrict__ out, int64_t rows, int64_t cols,
                                                                int64_t ld_a, int64_t ld_dy, int64_t ld_out,
@@ -49,7 +52,8 @@ __global__ void __launch_bounds__(kThreads) softmax_v04_kernel(const T* __restri
     const T* ar = a + r * ld_a + begin;
     const T* dr = kBackward ? dy + r * ld_dy + begin : nullptr;
     T* o = out + r * ld_out + begin;
-    const RowSplit s = row_split(ar, len);  // shared by every operand's slice (same phase)
+    // Shared by every operand's slice (same phase), or (kAny) the output's.
+    const RowSplit s = kAny ? row_split(static_cast<const T*>(o), len) : row_split(ar, len);
     const bool has_edge = lane < s.edges();
     const int64_t edge = has_edge ? s.edge<kV>(lane) : 0;
     const float ea = has_edge ? to_f32(ar[edge]) : 0.f;
@@ -60,8 +64,8 @@ __global__ void __launch_bounds__(kThreads) softmax_v04_kernel(const T* __restri
       for (int k = 0; k < kPer; ++k) {
         const int64_t i = lane + int64_t(k) * kThreads;
         if (i < s.nvec) {
-          va[k] = load_stream<T, kV>(ar + s.head + i * kV);
-          if constexpr (kBackward) vd[k] = load_stream<T, kV>(dr + s.head + i * kV);
+          va[k] = load_stream_at<kAny, T, kV>(ar + s.head + i * kV);
+          if constexpr (kBackward) vd[k] = load_stream_at<kAny, T, kV>(dr + s.head + i * kV);
         }
       }
     }
@@ -77,15 +81,15 @@ __global__ void __launch_bounds__(kThreads) softmax_v04_kernel(const T* __restri
           V ua[kUnroll], ud[kBackward ? kUnroll : 1];
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
-            ua[u] = load_keep<T, kV>(ar + s.head + (i + u * kThreads) * kV);
-            if constexpr (kBackward) ud[u] = load_keep<T, kV>(dr + s.head + (i + u * kThreads) * kV);
+            ua[u] = load_keep_at<kAny, T, kV>(ar + s.head + (i + u * kThreads) * kV);
+            if constexpr (kBackward) ud[u] = load_keep_at<kAny, T, kV>(dr + s.head + (i + u * kThreads) * kV);
           }
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) fn(ua[u], ud[kBackward ? u : 0]);
         }
         for (; i < s.nvec; i += kThreads) {
-          V ua = load_keep<T, kV>(ar + s.head + i * kV), ud = ua;
-          if constexpr (kBackward) ud = load_keep<T, kV>(dr + s.head + i * kV);
+          V ua = load_keep_at<kAny, T, kV>(ar + s.head + i * kV), ud = ua;
+          if constexpr (kBackward) ud = load_keep_at<kAny, T, kV>(dr + s.head + i * kV);
           fn(ua, ud);
         }
       }
@@ -130,8 +134,8 @@ __global__ void __launch_bounds__(kThreads) softmax_v04_kernel(const T* __restri
       }
     } else {
       for (int64_t i = lane; i < s.nvec; i += kThreads) {
-        const V x = load_stream<T, kV>(ar + s.head + i * kV);
-        const V d = kBackward ? load_stream<T, kV>(dr + s.head + i * kV) : x;
+        const V x = load_stream_at<kAny, T, kV>(ar + s.head + i * kV);
+        const V d = kBackward ? load_stream_at<kAny, T, kV>(dr + s.head + i * kV) : x;
         write(x, d, i);
       }
     }
@@ -168,9 +172,9 @@ int max_cluster(Kernel kernel) {
   return kMaxCluster;
 }
 
-template <class T, bool kBackward, bool kOnChip>
+template <class T, bool kBackward, bool kOnChip, bool kAny>
 void launch_kernel(const SoftmaxArgs& a, int64_t csize, int64_t chunk, cudaStream_t stream) {
-  auto kernel = softmax_v04_kernel<T, kBackward, kOnChip>;
+  auto kernel = softmax_v04_kernel<T, kBackward, kOnChip, kAny>;
   const int64_t clusters = std::min<int64_t>(a.rows, 0x7FFFFFFF / csize);
   cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg = cluster_config(kernel, static_cast<unsigned>(clusters * csize),
@@ -180,36 +184,38 @@ void launch_kernel(const SoftmaxArgs& a, int64_t csize, int64_t chunk, cudaStrea
   HK_CHECK_LAUNCH("softmax_v04_kernel");
 }
 
-template <class T, bool kBackward>
+template <class T, bool kBackward, bool kAny>
 void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
-  static const int resident = resident_grid(softmax_v04_kernel<T, kBackward, false>, kThreads);
-  static const int cmax = std::min(max_cluster(softmax_v04_kernel<T, kBackward, true>),
-                                   max_cluster(softmax_v04_kernel<T, kBackward, false>));
+  static const int resident = resident_grid(softmax_v04_kernel<T, kBackward, false, kAny>, kThreads);
+  static const int cmax = std::min(max_cluster(softmax_v04_kernel<T, kBackward, true, kAny>),
+                                   max_cluster(softmax_v04_kernel<T, kBackward, false, kAny>));
   // Enough slices to fill the resident grid; no slice shorter than one load per thread.
   int64_t c = std::min<int64_t>({cmax, ceil_div(resident, a.rows), ceil_div(a.cols, int64_t(kThreads) * kVec16<T>)});
   c = std::max<int64_t>(c, 1);
   // If a few more blocks would bring the slices on chip, take them.
   constexpr int64_t on_chip = kSliceOnChip<T, kBackward>;
   if (ceil_div(a.cols, c) > on_chip && ceil_div(a.cols, on_chip) <= cmax) c = ceil_div(a.cols, on_chip);
-  // Slices are whole multiples of 16 elements: every slice of an aligned row stays aligned.
+  // Slices are whole multiples of 16 elements: every slice starts at its row's 16-byte phase.
   const int64_t chunk = ceil_div(ceil_div(a.cols, c), 16) * 16;
-  if (chunk <= on_chip) launch_kernel<T, kBackward, true>(a, c, chunk, stream);
-  else launch_kernel<T, kBackward, false>(a, c, chunk, stream);
+  if (chunk <= on_chip) launch_kernel<T, kBackward, true, kAny>(a, c, chunk, stream);
+  else launch_kernel<T, kBackward, false, kAny>(a, c, chunk, stream);
 }
 
 void softmax_v04_launch(const SoftmaxArgs& a, cudaStream_t stream) {
   dispatch_float(a.dtype, "softmax/v04_split_row_cluster", [&](auto t) {
     using T = decltype(t);
-    a.backward ? launch_typed<T, true>(a, stream) : launch_typed<T, false>(a, stream);
+    const int64_t es = sizeof(T);
+    const bool same = rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.out, a.ld_out * es}}) &&
+                      (!a.backward || rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.dy, a.ld_dy * es}}));
+    if (same) a.backward ? launch_typed<T, true, false>(a, stream) : launch_typed<T, false, false>(a, stream);
+    else a.backward ? launch_typed<T, true, true>(a, stream) : launch_typed<T, false, true>(a, stream);
   });
 }
-
-std::string softmax_v04_supports(const SoftmaxProblem& p) { return p.same_row_phase(); }
 
 }  // namespace
 
 HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v04_split_row_cluster",
-                    "row split across a cluster (<= 16 blocks), (max, sum) pairs merged through DSMEM", 90,
-                    kFlagProduction, softmax_v04_supports, softmax_v04_launch);
+                    "row split across a cluster (<= 16 blocks), (max, sum) pairs merged through DSMEM; any alignment (peeled)", 90,
+                    kFlagProduction, nullptr, softmax_v04_launch);
 
 }  // namespace hk

@@ -27,7 +27,10 @@
 // (16 x 512 x 32 elements; backward f32 16 x 512 x 16). Rows a cluster holds are v04's (read
 // once, here twice); longer rows are read twice by every rung, and this one spreads them over
 // every SM.
-// Needs: 16-byte aligned operands whose rows share a 16-byte phase (same_row_phase).
+// Any alignment: when the operands' rows start at different 16-byte phases (kAny), the partial
+// kernel splits at x's (y's) phase and the apply kernel at the output's, each reading the other
+// operands with load_vec_any; chunks index a row's whole vectors either way (at most cols / kV).
+// Needs: nothing beyond the op contract.
 // Run:   hk bench softmax --variant v06_split_row_grid --shape 4x67108864
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -44,7 +47,7 @@ constexpr int kUnroll = 4;          // 16-byte vectors in flight per thread (and
 // Chunk c of a row covers its vectors [c * chunk, min(nvec, (c + 1) * chunk)) after the head;
 // nvec is the row's own (RowSplit), so a row whose start is not 16-byte aligned may end one
 // vector early and its last chunk may be empty.
-template <class T, bool kBackward>
+template <class T, bool kBackward, bool kAny>
 __global__ void __launch_bounds__(kThreads) softmax_v06_partial_kernel(const T* __restrict__ a,
                                                                        const T* __restrict__ dy,
                                                                        float2* __restrict__ part, int64_t rows,
@@ -57,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_partial_kernel(const T* 
     const int64_t r = item / S, c = item - r * S;
     const T* ar = a + r * ld_a;
     const T* dr = kBackward ? dy + r * ld_dy : nullptr;
-    const RowSplit s = row_split(ar, cols);  // shared by dy's row (same phase)
+    const RowSplit s = row_split(ar, cols);  // shared by dy's row (same phase; kAny: dy read at x's)
     const int64_t end = min(s.nvec, (c + 1) * chunk);
     const T* ab = ar + s.head;
     const T* db = kBackward ? dr + s.head : nullptr;
@@ -86,14 +89,14 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_partial_kernel(const T* 
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         va[u] = load_keep<T, kV>(ab + (i + u * kThreads) * kV);
-        if constexpr (kBackward) vd[u] = load_keep<T, kV>(db + (i + u * kThreads) * kV);
+        if constexpr (kBackward) vd[u] = load_keep_at<kAny, T, kV>(db + (i + u * kThreads) * kV);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) fold(va[u], vd[kBackward ? u : 0]);
     }
     for (; i < end; i += kThreads) {
       V va = load_keep<T, kV>(ab + i * kV), vd = va;
-      if constexpr (kBackward) vd = load_keep<T, kV>(db + i * kV);
+      if constexpr (kBackward) vd = load_keep_at<kAny, T, kV>(db + i * kV);
       fold(va, vd);
     }
     if constexpr (kBackward) {
@@ -136,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_finalize_kernel(const fl
   }
 }
 
-template <class T, bool kBackward>
+template <class T, bool kBackward, bool kAny>
 __global__ void __launch_bounds__(kThreads) softmax_v06_apply_kernel(const T* __restrict__ a,
                                                                      const T* __restrict__ dy,
                                                                      const float2* __restrict__ stats,
@@ -152,7 +155,8 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_apply_kernel(const T* __
     const T* ar = a + r * ld_a;
     const T* dr = kBackward ? dy + r * ld_dy : nullptr;
     T* o = out + r * ld_out;
-    const RowSplit s = row_split(ar, cols);  // shared by dy's and out's rows (same phase)
+    // Shared by dy's and out's rows (same phase), or (kAny) the output's.
+    const RowSplit s = kAny ? row_split(static_cast<const T*>(o), cols) : row_split(ar, cols);
     const int64_t end = min(s.nvec, (c + 1) * chunk);
     const T* ab = ar + s.head;
     const T* db = kBackward ? dr + s.head : nullptr;
@@ -175,27 +179,27 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_apply_kernel(const T* __
       V va[kUnroll], vd[kBackward ? kUnroll : 1];  // (kUnroll, kV) in flight before any math
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        va[u] = load_stream<T, kV>(ab + (i + u * kThreads) * kV);
-        if constexpr (kBackward) vd[u] = load_stream<T, kV>(db + (i + u * kThreads) * kV);
+        va[u] = load_stream_at<kAny, T, kV>(ab + (i + u * kThreads) * kV);
+        if constexpr (kBackward) vd[u] = load_stream_at<kAny, T, kV>(db + (i + u * kThreads) * kV);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) write(va[u], vd[kBackward ? u : 0], i + u * kThreads);
     }
     for (; i < end; i += kThreads) {
-      V va = load_stream<T, kV>(ab + i * kV), vd = va;
-      if constexpr (kBackward) vd = load_stream<T, kV>(db + i * kV);
+      V va = load_stream_at<kAny, T, kV>(ab + i * kV), vd = va;
+      if constexpr (kBackward) vd = load_stream_at<kAny, T, kV>(db + i * kV);
       write(va, vd, i);
     }
   }
 }
 
-template <class T, bool kBackward>
+template <class T, bool kBackward, bool kAny>
 void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
   constexpr int kV = kVec16<T>;
   if (a.rows == 0 || a.cols == 0) return;
   // Two waves of resident blocks; the three kernels are 256-thread kernels of a similar small
   // footprint, so the partial kernel's occupancy serves all of them.
-  static const int64_t target = 2 * int64_t(resident_grid(softmax_v06_partial_kernel<T, kBackward>, kThreads));
+  static const int64_t target = 2 * int64_t(resident_grid(softmax_v06_partial_kernel<T, kBackward, kAny>, kThreads));
   // A row holds cols / kV whole vectors, one fewer when its start is not 16-byte aligned (the
   // device clamps each chunk to its row's own count). S chunks bring rows x S to the target; a
   // chunk is at least one pass of the block (kThreads vectors).
@@ -207,13 +211,13 @@ void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
   const T* d = static_cast<const T*>(a.dy);
   StreamScratch part(a.rows * S * int64_t(sizeof(float2)), stream);
   StreamScratch stats(a.rows * int64_t(sizeof(float2)), stream);
-  softmax_v06_partial_kernel<T, kBackward><<<grid_for(a.rows * S), kThreads, 0, stream>>>(
+  softmax_v06_partial_kernel<T, kBackward, kAny><<<grid_for(a.rows * S), kThreads, 0, stream>>>(
       x, d, part.as<float2>(), a.rows, a.cols, a.ld_a, a.ld_dy, S, chunk);
   HK_CHECK_LAUNCH("softmax_v06_partial_kernel");
   softmax_v06_finalize_kernel<kBackward><<<grid_for(ceil_div(a.rows, kThreads / 32)), kThreads, 0, stream>>>(
       part.as<float2>(), a.rows, S, stats.as<float2>());
   HK_CHECK_LAUNCH("softmax_v06_finalize_kernel");
-  softmax_v06_apply_kernel<T, kBackward><<<grid_for(a.rows * S), kThreads, 0, stream>>>(
+  softmax_v06_apply_kernel<T, kBackward, kAny><<<grid_for(a.rows * S), kThreads, 0, stream>>>(
       x, d, stats.as<float2>(), static_cast<T*>(a.out), a.rows, a.cols, a.ld_a, a.ld_dy, a.ld_out, S, chunk);
   HK_CHECK_LAUNCH("softmax_v06_apply_kernel");
 }
@@ -221,16 +225,18 @@ void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
 void softmax_v06_launch(const SoftmaxArgs& a, cudaStream_t stream) {
   dispatch_float(a.dtype, "softmax/v06_split_row_grid", [&](auto t) {
     using T = decltype(t);
-    a.backward ? launch_typed<T, true>(a, stream) : launch_typed<T, false>(a, stream);
+    const int64_t es = sizeof(T);
+    const bool same = rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.out, a.ld_out * es}}) &&
+                      (!a.backward || rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.dy, a.ld_dy * es}}));
+    if (same) a.backward ? launch_typed<T, true, false>(a, stream) : launch_typed<T, false, false>(a, stream);
+    else a.backward ? launch_typed<T, true, true>(a, stream) : launch_typed<T, false, true>(a, stream);
   });
 }
-
-std::string softmax_v06_supports(const SoftmaxProblem& p) { return p.same_row_phase(); }
 
 }  // namespace
 
 HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v06_split_row_grid",
-                    "rows split into chunks over the whole grid: partial (max, sum) pairs, finalize, apply", 90,
-                    kFlagProduction, softmax_v06_supports, softmax_v06_launch);
+                    "rows split into chunks over the whole grid: partial (max, sum) pairs, finalize, apply; any alignment (peeled)", 90,
+                    kFlagProduction, nullptr, softmax_v06_launch);
 
 }  // namespace hk
