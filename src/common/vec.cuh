@@ -98,6 +98,44 @@ __device__ __forceinline__ Vec<T, N> load_stream_at(const T* p) {
   else return load_stream<T, N>(p);
 }
 
+// The 16 bytes of `v` to `p` at any element-aligned address: one 16-byte store when `p` is
+// 16-byte aligned, else the widest stores its alignment allows (evict-first, as store_stream).
+// The store-side counterpart of load_vec_any, for kernels that keep element indices fixed
+// across operands (column-wise schemes) instead of peeling at one operand's phase.
+template <class T, int N>
+__device__ __forceinline__ void store_vec_any(T* p, const Vec<T, N>& v) {
+  static_assert(sizeof(T) * N == 16, "store_vec_any moves exactly 16 bytes");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint4 r = *reinterpret_cast<const uint4*>(&v);
+  if ((a & 15) == 0) {
+    __stcs(reinterpret_cast<uint4*>(p), r);
+  } else if ((a & 7) == 0) {
+    uint2* q = reinterpret_cast<uint2*>(p);
+    __stcs(q, make_uint2(r.x, r.y));
+    __stcs(q + 1, make_uint2(r.z, r.w));
+  } else if ((a & 3) == 0) {
+    unsigned* q = reinterpret_cast<unsigned*>(p);
+    __stcs(q, r.x);
+    __stcs(q + 1, r.y);
+    __stcs(q + 2, r.z);
+    __stcs(q + 3, r.w);
+  } else {  // 2-byte aligned: 16-bit elements only
+    unsigned short* q = reinterpret_cast<unsigned short*>(p);
+    const unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      __stcs(q + 2 * i, static_cast<unsigned short>(w[i] & 0xFFFFu));
+      __stcs(q + 2 * i + 1, static_cast<unsigned short>(w[i] >> 16));
+    }
+  }
+}
+
+template <bool kAny, class T, int N>
+__device__ __forceinline__ void store_stream_at(T* p, const Vec<T, N>& v) {
+  if constexpr (kAny) store_vec_any<T, N>(p, v);
+  else store_stream<T, N>(p, v);
+}
+
 // Whether every operand's rows start at one 16-byte phase, row by row: equal base phases and,
 // for more than one row, row strides (bytes) equal modulo 16. Operands: (base, row stride in
 // bytes). When they do, one head / 16-byte body / tail split of a row serves all of them;

@@ -8,6 +8,7 @@
 
 #include "bench/case.hpp"
 #include "rmsnorm/rmsnorm_op.hpp"
+#include "offset_views.hpp"
 #include "test_util.hpp"
 
 using hk::DType;
@@ -126,10 +127,61 @@ TEST(RmsNormDispatch, RungByShapeAndAlignment) {
   hk::RmsNormProblem odd_ld(64, 1024, DType::kBF16, false, 3);  // rows not 16-byte aligned
   EXPECT_EQ(reg.choose(odd_ld).variant->name(), "v02_fused_row");
   hk::RmsNormProblem huge_odd(2, 1 << 20, DType::kF32, true, 1);  // unaligned and too long for smem
-  EXPECT_EQ(reg.choose(huge_odd).variant->name(), "v01_two_kernel");
+  EXPECT_EQ(reg.choose(huge_odd).variant->name(), "v04_split_row");
+  hk::RmsNormProblem huge_base(4, 1 << 20, DType::kBF16, false);  // 2-byte aligned base, aligned stride
+  huge_base.align_bytes = 2;
+  EXPECT_EQ(reg.choose(huge_base).variant->name(), "v04_split_row");
+  hk::RmsNormProblem odd_base(64, 1024, DType::kBF16, true);
+  odd_base.align_bytes = 4;
+  EXPECT_EQ(reg.choose(odd_base).variant->name(), "v02_fused_row");
   // short rows go to v03 by the dispatch's rule; v06 and v07 can run them (asked by name)
   EXPECT_EQ(reg.variant("rmsnorm", "v06_bulk_row")->supports(short_rows), "");
   EXPECT_EQ(reg.variant("rmsnorm", "v07_smem_dg")->supports(short_bwd), "");
+}
+
+// The two-kernel rung is a teaching rung: the public op never runs it.
+TEST(RmsNormDispatch, TwoKernelRungIsLadderOnly) {
+  EXPECT_FALSE(hk::Registry::get().variant("rmsnorm", "v01_two_kernel")->is(hk::kFlagProduction));
+}
+
+// The public ops on views whose operands sit at their own 16-byte phases (base offsets in
+// elements, g included) with row strides that are not 16-byte multiples: v02 for rows it
+// stages, v04's kAny kernels for longer ones (one row and few rows; D with a partial vector).
+TEST(RmsNormPublic, MisalignedViews) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  using hktest::Place;
+  struct L {
+    Place x, g, dy, out, dg;
+  };
+  auto layouts = [](int64_t d) {
+    return std::vector<L>{
+        {{1, d + 3}, {1, 0}, {1, d + 3}, {1, d + 3}, {1, 0}},  // one shared odd phase
+        {{0, d}, {3, 0}, {0, d}, {3, d + 5}, {0, 0}},          // output and g at another phase
+        {{2, d + 1}, {5, 0}, {5, d + 7}, {0, d + 8}, {3, 0}},  // output aligned, every input not
+        {{0, d}, {0, 0}, {0, d + 2}, {0, d + 1}, {0, 0}},      // aligned bases, rows at shifting phases
+    };
+  };
+  const std::pair<int64_t, int64_t> shapes[] = {{33, 100}, {6, 4097}, {1, 100003}, {3, 131075}};
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (auto [rows, d] : shapes)
+      for (bool bwd : {false, true})
+        for (const L& l : layouts(d)) {
+          hk::RmsNormProblem p(rows, d, dt, bwd);
+          const std::string what = p.key() + " x+" + std::to_string(l.x.offset) + "/" + std::to_string(l.x.ld) +
+                                   " g+" + std::to_string(l.g.offset) + " dy+" + std::to_string(l.dy.offset) + "/" +
+                                   std::to_string(l.dy.ld) + " out+" + std::to_string(l.out.offset) + "/" +
+                                   std::to_string(l.out.ld);
+          if (bwd)
+            hktest::check_offset_views(
+                p, {l.x, l.g, {}, l.dy}, {l.out, l.dg},
+                [](auto& in, auto& out) { hk::rmsnorm_backward(in[0], in[1], in[2], in[3], out[0], out[1]); }, 17,
+                what);
+          else
+            hktest::check_offset_views(
+                p, {l.x, l.g}, {l.out, {}},
+                [&](auto& in, auto& out) { hk::rmsnorm(in[0], in[1], out[0], out[1], p.eps); }, 17, what);
+        }
 }
 
 // The fp64 backward reference against central differences of the fp64 forward reference:

@@ -193,7 +193,10 @@ class RmsNormFamily final : public Family {
                                    // v06 (block per row, 64..1024 threads) and v07 (8, 4, 2 row groups
                                    // x 2 vectors; 1 group x 4 with prefetch): few rows with idle
                                    // groups, a partial last vector slot, the 224 KiB row limit (f32)
-                                   {3, 2048, 0},  {300, 12296, 24},  {3, 57344, 8}};
+                                   {3, 2048, 0},  {300, 12296, 24},  {3, 57344, 8},
+                                   // rows not 16-byte aligned and too long to stage in shared memory
+                                   // (v04's kAny kernels): odd row strides, rows at shifting phases
+                                   {2, 100003, 3},  {5, 131075, 1}};
     std::vector<ProblemPtr> out;
     for (auto& s : shapes)
       for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})

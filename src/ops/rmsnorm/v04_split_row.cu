@@ -15,7 +15,13 @@
 // rung can do counting the minimum bytes is 2/3 of copy bandwidth (forward) and 3/5 (backward).
 // The apply kernel walks the chunks in reverse so that what kernel 1 read last is still in L2.
 // Adds over v03: any D, and a full grid for few long rows.
-// Needs: 16-byte aligned row starts (base and row stride).
+// Any alignment: operands or row strides that are not 16-byte aligned take a second
+// instantiation of every kernel (kAny) in which each 16-byte access becomes load_vec_any /
+// store_vec_any — one 16-byte access where the address allows it, else the widest it allows
+// (8-, 4- or 2-byte pieces), a branch uniform across a warp walking one row. The element
+// indices stay the same for every operand, which the column-wise dg sums need; peeling each row
+// at its own phase would break them. Cost: 2-8 memory instructions per vector of a misaligned
+// operand (not yet measured). Needs: nothing beyond the op contract.
 // Run:   hk bench rmsnorm --variant v04_split_row --shape 4x67108864
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
@@ -40,7 +46,7 @@ constexpr int kUnroll = kBwd ? 1 : 2;
 
 // Partial sum terms of one column vector v of rows r0 .. r0 + kGroupRows (x^2, or g*dy*x).
 // kWhole: v lies inside the row (16-byte loads); else element loads, zero-filled.
-template <class T, bool kBwd, bool kWhole>
+template <class T, bool kBwd, bool kWhole, bool kAny>
 __device__ __forceinline__ void partial_terms(const T* __restrict__ x, const T* __restrict__ g,
                                               const T* __restrict__ dy, int64_t v, int64_t r0, int64_t rows,
                                               int64_t dim, int64_t ldx, int64_t ldg, float (&acc)[kGroupRows]) {
@@ -49,7 +55,7 @@ __device__ __forceinline__ void partial_terms(const T* __restrict__ x, const T* 
   // Plain loads (load_keep): the apply kernel re-reads these chunks and should find the last
   // ones in L2.
   auto load = [&](const T* row) {
-    return kWhole ? load_keep<T, kV>(row + v * kV) : load_row_vec<T, kV>(row, v * kV, dim);
+    return kWhole ? load_keep_at<kAny, T, kV>(row + v * kV) : load_row_vec<T, kV>(row, v * kV, dim);
   };
   V xv[kGroupRows], dv[kBwd ? kGroupRows : 1], gv;
   if constexpr (kBwd) gv = load(g);
@@ -81,7 +87,7 @@ __device__ __forceinline__ void partial_terms(const T* __restrict__ x, const T* 
 // form) measured 28% of copy at 4 x 2^26 bf16 backward on the H200 (g, 128 MB, fetched per row,
 // each load a round trip); guarded element fallbacks inside the unrolled loop took ptxas to 191
 // registers (one block per SM).
-template <class T, bool kBwd>
+template <class T, bool kBwd, bool kAny>
 __global__ void __launch_bounds__(kThreads) rmsnorm_v04_partial_kernel(const T* __restrict__ x, const T* __restrict__ g,
                                                                        const T* __restrict__ dy,
                                                                        float* __restrict__ part, int64_t rows,
@@ -99,10 +105,10 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_partial_kernel(const T* 
 #pragma unroll
       for (int u = 0; u < kU; ++u)
         if (v0 + u * kThreads < end_whole)
-          partial_terms<T, kBwd, true>(x, g, dy, v0 + u * kThreads, r0, rows, dim, ldx, ldg, acc);
+          partial_terms<T, kBwd, true, kAny>(x, g, dy, v0 + u * kThreads, r0, rows, dim, ldx, ldg, acc);
     }
     if (end > end_whole && threadIdx.x == 0)
-      partial_terms<T, kBwd, false>(x, g, dy, whole, r0, rows, dim, ldx, ldg, acc);
+      partial_terms<T, kBwd, false, kAny>(x, g, dy, whole, r0, rows, dim, ldx, ldg, acc);
 #pragma unroll
     for (int i = 0; i < kGroupRows; ++i) {
       const float sum = block_reduce<kThreads>(acc[i], SumOp{});
@@ -138,18 +144,18 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_finalize_kernel(const fl
 }
 
 // y for column vector v of rows r0 .. r0 + kGroupRows; kWhole as in partial_terms.
-template <class T, bool kWhole>
+template <class T, bool kWhole, bool kAny>
 __device__ __forceinline__ void scale_vector(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ y,
                                              const float (&rs)[kGroupRows], int64_t v, int64_t r0, int64_t rows,
                                              int64_t dim, int64_t ldx, int64_t ldy) {
   constexpr int kV = kVec16<T>;
   using V = Vec<T, kV>;
-  const V gv = kWhole ? load_keep<T, kV>(g + v * kV) : load_row_vec<T, kV>(g, v * kV, dim);
+  const V gv = kWhole ? load_keep_at<kAny, T, kV>(g + v * kV) : load_row_vec<T, kV>(g, v * kV, dim);
   V xv[kGroupRows];
 #pragma unroll
   for (int i = 0; i < kGroupRows; ++i)
     if (r0 + i < rows)
-      xv[i] = kWhole ? load_stream<T, kV>(x + (r0 + i) * ldx + v * kV)
+      xv[i] = kWhole ? load_stream_at<kAny, T, kV>(x + (r0 + i) * ldx + v * kV)
                      : load_row_vec<T, kV>(x + (r0 + i) * ldx, v * kV, dim);
 #pragma unroll
   for (int i = 0; i < kGroupRows; ++i) {
@@ -160,14 +166,14 @@ __device__ __forceinline__ void scale_vector(const T* __restrict__ x, const T* _
     V o;
 #pragma unroll
     for (int k = 0; k < kV; ++k) o.v[k] = from_f32<T>(xf[k] * rs[i] * gf[k]);
-    if constexpr (kWhole) store_stream<T, kV>(y + (r0 + i) * ldy + v * kV, o);
+    if constexpr (kWhole) store_stream_at<kAny, T, kV>(y + (r0 + i) * ldy + v * kV, o);
     else store_row_vec<T, kV>(y + (r0 + i) * ldy, v * kV, dim, o);
   }
 }
 
 // The partial kernel's items in reverse (what it read last is still in L2): chunk s of the
 // group's rows, g loaded once per column vector for all of them.
-template <class T>
+template <class T, bool kAny>
 __global__ void __launch_bounds__(kThreads) rmsnorm_v04_scale_kernel(const T* __restrict__ x, const T* __restrict__ g,
                                                                      const float* __restrict__ rstd,
                                                                      T* __restrict__ y, int64_t rows, int64_t dim,
@@ -188,9 +194,9 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_scale_kernel(const T* __
 #pragma unroll
       for (int u = 0; u < kU; ++u)
         if (v0 + u * kThreads < end_whole)
-          scale_vector<T, true>(x, g, y, rs, v0 + u * kThreads, r0, rows, dim, ldx, ldy);
+          scale_vector<T, true, kAny>(x, g, y, rs, v0 + u * kThreads, r0, rows, dim, ldx, ldy);
     }
-    if (end > end_whole && threadIdx.x == 0) scale_vector<T, false>(x, g, y, rs, whole, r0, rows, dim, ldx, ldy);
+    if (end > end_whole && threadIdx.x == 0) scale_vector<T, false, kAny>(x, g, y, rs, whole, r0, rows, dim, ldx, ldy);
   }
 }
 
@@ -200,7 +206,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_scale_kernel(const T* __
 // element. NOTE: with the guarded element fallback inside the unrolled loop ptxas took the bf16
 // kernel to 126 registers (2 blocks per SM; 4 x 2^26 bf16 backward measured 28% of copy on the
 // H200 against 56% in f32, 71 registers).
-template <class T, bool kWhole>
+template <class T, bool kWhole, bool kAny>
 __device__ __forceinline__ void dx_column(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
                                           const Vec<T, kVec16<T>>& w, const float* __restrict__ rstd,
                                           const float* __restrict__ coef, float (&acc)[kVec16<T>], int64_t col,
@@ -215,8 +221,8 @@ __device__ __forceinline__ void dx_column(const T* __restrict__ x, const T* __re
     for (int u = 0; u < kU; ++u) {
       const int64_t r = r0 + u * R;
       if (r < rows) {
-        xv[u] = kWhole ? load_stream<T, kV>(x + r * ldx + col) : load_row_vec<T, kV>(x + r * ldx, col, dim);
-        gv[u] = kWhole ? load_stream<T, kV>(dy + r * ldg + col) : load_row_vec<T, kV>(dy + r * ldg, col, dim);
+        xv[u] = kWhole ? load_stream_at<kAny, T, kV>(x + r * ldx + col) : load_row_vec<T, kV>(x + r * ldx, col, dim);
+        gv[u] = kWhole ? load_stream_at<kAny, T, kV>(dy + r * ldg + col) : load_row_vec<T, kV>(dy + r * ldg, col, dim);
       }
     }
 #pragma unroll
@@ -234,14 +240,14 @@ __device__ __forceinline__ void dx_column(const T* __restrict__ x, const T* __re
         o.v[k] = from_f32<T>(rs * wf[k] * gf[k] - xf[k] * cr);
         acc[k] += gf[k] * xf[k] * rs;
       }
-      if constexpr (kWhole) store_stream<T, kV>(dx + r * ldo + col, o);
+      if constexpr (kWhole) store_stream_at<kAny, T, kV>(dx + r * ldo + col, o);
       else store_row_vec<T, kV>(dx + r * ldo, col, dim, o);
     }
   }
 }
 
 // Item (c, q): column tile c (one vector per thread) of rows q, q + R, q + 2R, ...
-template <class T>
+template <class T, bool kAny>
 __global__ void __launch_bounds__(kThreads) rmsnorm_v04_dx_kernel(const T* __restrict__ x, const T* __restrict__ g,
                                                                   const float* __restrict__ rstd,
                                                                   const float* __restrict__ coef,
@@ -256,10 +262,10 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_dx_kernel(const T* __res
     const int64_t q = item / C, c = item - q * C;
     const int64_t col = (c * kThreads + threadIdx.x) * kV;
     if (col >= dim) continue;
-    const V w = load_row_vec<T, kV, true>(g, col, dim);
+    const V w = col + kV <= dim ? load_keep_at<kAny, T, kV>(g + col) : load_row_vec<T, kV, true>(g, col, dim);
     float acc[kV] = {};
-    if (col + kV <= dim) dx_column<T, true>(x, dy, dx, w, rstd, coef, acc, col, q, rows, dim, ldx, ldg, ldo, R);
-    else dx_column<T, false>(x, dy, dx, w, rstd, coef, acc, col, q, rows, dim, ldx, ldg, ldo, R);
+    if (col + kV <= dim) dx_column<T, true, kAny>(x, dy, dx, w, rstd, coef, acc, col, q, rows, dim, ldx, ldg, ldo, R);
+    else dx_column<T, false, kAny>(x, dy, dx, w, rstd, coef, acc, col, q, rows, dim, ldx, ldg, ldo, R);
 #pragma unroll
     for (int k = 0; k < kV; ++k)
       if (col + k < dim) {
@@ -269,7 +275,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_dx_kernel(const T* __res
   }
 }
 
-template <class T>
+template <class T, bool kAny>
 void run(const RmsNormArgs& a, cudaStream_t s) {
   constexpr int kV = kVec16<T>;
   const T* x = static_cast<const T*>(a.x);
@@ -278,10 +284,10 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
   const int64_t nvec = ceil_div(a.dim, kV);
   // Blocks to aim for: two waves of the backward partial kernel's resident blocks (the largest
   // register footprint of the v04 kernels; the others fit at least as many).
-  static const int64_t target = 2 * int64_t(resident_grid(rmsnorm_v04_partial_kernel<T, true>, kThreads));
+  static const int64_t target = 2 * int64_t(resident_grid(rmsnorm_v04_partial_kernel<T, true, kAny>, kThreads));
   // Split rows into S chunks so (row groups) * S reaches the target; a chunk is at least one
   // pass of the block (kThreads vectors).
-  auto partial = a.backward ? rmsnorm_v04_partial_kernel<T, true> : rmsnorm_v04_partial_kernel<T, false>;
+  auto partial = a.backward ? rmsnorm_v04_partial_kernel<T, true, kAny> : rmsnorm_v04_partial_kernel<T, false, kAny>;
   const int64_t groups = ceil_div(a.rows, kGroupRows);
   const int64_t want = ceil_div(target, groups);
   int64_t S = std::max<int64_t>(1, std::min<int64_t>(want, ceil_div(nvec, kThreads)));
@@ -296,7 +302,7 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
     rmsnorm_v04_finalize_kernel<false><<<fin_blocks, kThreads, 0, s>>>(part.as<float>(), a.rows, S, a.dim, a.eps,
                                                                        nullptr, a.rstd_out);
     HK_CHECK_LAUNCH("rmsnorm_v04_finalize_kernel");
-    rmsnorm_v04_scale_kernel<T><<<grid_for(groups * S), kThreads, 0, s>>>(x, g, a.rstd_out, static_cast<T*>(a.out),
+    rmsnorm_v04_scale_kernel<T, kAny><<<grid_for(groups * S), kThreads, 0, s>>>(x, g, a.rstd_out, static_cast<T*>(a.out),
                                                                           a.rows, a.dim, a.ld_x, a.ld_out, S, chunk);
     HK_CHECK_LAUNCH("rmsnorm_v04_scale_kernel");
     return;
@@ -308,7 +314,7 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
   const int64_t C = ceil_div(nvec, kThreads);
   const int64_t R = std::max<int64_t>(1, std::min<int64_t>(a.rows, ceil_div(target, C)));
   StreamScratch dgpart(R > 1 ? R * a.dim * 4 : 0, s);
-  rmsnorm_v04_dx_kernel<T><<<grid_for(C * R), kThreads, 0, s>>>(x, g, a.rstd_in, coef.as<float>(), dy,
+  rmsnorm_v04_dx_kernel<T, kAny><<<grid_for(C * R), kThreads, 0, s>>>(x, g, a.rstd_in, coef.as<float>(), dy,
                                                                 static_cast<T*>(a.out), static_cast<T*>(a.dg),
                                                                 dgpart.as<float>(), a.rows, a.dim, a.ld_x, a.ld_dy,
                                                                 a.ld_out, C, R);
@@ -317,20 +323,23 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
 }
 
 void rmsnorm_v04_launch(const RmsNormArgs& a, cudaStream_t stream) {
-  dispatch_float(a.dtype, "rmsnorm/v04_split_row", [&](auto t) { run<decltype(t)>(a, stream); });
-}
-
-std::string rmsnorm_v04_supports(const RmsNormProblem& p) {
-  if (p.row_align() < 16)
-    return "needs 16-byte aligned row starts (base address and row stride) for 16-byte loads, got " +
-           std::to_string(p.row_align()) + "-byte alignment";
-  return "";
+  dispatch_float(a.dtype, "rmsnorm/v04_split_row", [&](auto t) {
+    using T = decltype(t);
+    // Every row start of every [rows, D] operand, and g, 16-byte aligned: the 16-byte kernels
+    // (rstd and dg are accessed one element at a time).
+    auto ok = [&](const void* p, int64_t ld) {
+      return p == nullptr || (aligned16(static_cast<const T*>(p)) && (a.rows <= 1 || (ld * int64_t(sizeof(T))) % 16 == 0));
+    };
+    const bool aligned = ok(a.x, a.ld_x) && ok(a.g, 0) && ok(a.out, a.ld_out) && (!a.backward || ok(a.dy, a.ld_dy));
+    if (aligned) run<T, false>(a, stream);
+    else run<T, true>(a, stream);
+  });
 }
 
 }  // namespace
 
 HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v04_split_row",
-                    "rows split into chunks across the grid (partial sums, finalize, apply): any D, few long rows",
-                    90, kFlagProduction, rmsnorm_v04_supports, rmsnorm_v04_launch);
+                    "rows split into chunks across the grid (partial sums, finalize, apply): any D, few long rows, any alignment",
+                    90, kFlagProduction, nullptr, rmsnorm_v04_launch);
 
 }  // namespace hk
