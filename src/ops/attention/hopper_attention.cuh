@@ -66,6 +66,14 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// 2^x by one MUFU.EX2 (ex2.approx.ftz: -inf gives +0; results below 2^-126 flush to 0, which a
+// softmax whose largest term is 1 never misses). exp2f without fast math adds denormal scaling.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 template <class T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -152,10 +160,13 @@ __device__ __forceinline__ void key_blocks(const FwdParams& p, int m0, int& lo, 
   hi = last_row.hi < first_row.lo ? lo : static_cast<int>(last_row.hi / kBlockN) + 1;
 }
 
-// The online softmax of one S tile (log2 units) for the two rows a thread holds: masks and
-// softcap applied, s turned into P in place, the row maxima and partial sums updated; returns
-// through scale_o the factor each row's O accumulators must be multiplied by.
-template <int kBlockN>
+// The online softmax of one S tile for the two rows a thread holds: s is turned into P in place,
+// the row maxima (raw score units, or softcapped ones) and partial sums updated; scale_o returns
+// the factor each row's O accumulators must be multiplied by. A score becomes a probability by
+// one FFMA and one MUFU.EX2: exp2(s * scale log2(e) - max * scale log2(e)). kMask: the block
+// holds keys some row of the tile may not see (the diagonal of a causal or windowed tile, keys
+// past Sk); whole blocks skip the range test. kSoftcap: scores are softcap * tanh(s / softcap).
+template <int kBlockN, bool kMask, bool kSoftcap>
 __device__ __forceinline__ void online_softmax(const FwdParams& p, float (&s)[kBlockN / 2], int key_base,
                                                const KeyRange (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
                                                float (&scale_o)[2]) {
@@ -167,31 +178,53 @@ __device__ __forceinline__ void online_softmax(const FwdParams& p, float (&s)[kB
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float x = s[4 * j + 2 * h + c];
-        x = p.cap_out != 0.f ? p.cap_out * tanhf(x * p.cap_in) : x * p.scale_log2;
-        const int key = key_base + 8 * j + c;
-        if (key < keys[h].lo || key > keys[h].hi) x = -INFINITY;
+        if constexpr (kSoftcap) x = p.cap_out * tanhf(x * p.cap_in);
+        if constexpr (kMask) {
+          const int key = key_base + 8 * j + c;
+          if (key < keys[h].lo || key > keys[h].hi) x = -INFINITY;
+        }
         s[4 * j + 2 * h + c] = x;
         blk_max[h] = fmaxf(blk_max[h], x);
       }
+  // With softcap, x is already in log2 units (cap_out carries log2(e)); without, scale_log2 does.
+  const float mul = kSoftcap ? 1.f : p.scale_log2;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     blk_max[h] = fmaxf(blk_max[h], __shfl_xor_sync(0xffffffff, blk_max[h], 1));
     blk_max[h] = fmaxf(blk_max[h], __shfl_xor_sync(0xffffffff, blk_max[h], 2));
     const float m_new = fmaxf(row_max[h], blk_max[h]);
-    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet
-    scale_o[h] = exp2f(row_max[h] - m_use);
+    const float m_scaled = m_new == -INFINITY ? 0.f : m_new * mul;  // a row with nothing visible yet
+    scale_o[h] = fast_exp2(row_max[h] * mul - m_scaled);
     row_max[h] = m_new;
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const float e = exp2f(s[4 * j + 2 * h + c] - m_use);
+        const float e = fast_exp2(fmaf(s[4 * j + 2 * h + c], mul, -m_scaled));
         s[4 * j + 2 * h + c] = e;
         sum += e;
       }
     row_sum[h] = row_sum[h] * scale_o[h] + sum;
   }
+}
+
+// Every row of the tile sees every key of block n (no range test needed).
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ bool whole_block(const FwdParams& p, int m0, int n) {
+  const int last = min(m0 + kBlockM, p.seqlen_q) - 1;
+  const KeyRange first_row = attn_key_range(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+  const KeyRange last_row = attn_key_range(last, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+  return last_row.lo <= int64_t(n) * kBlockN && first_row.hi >= int64_t(n + 1) * kBlockN - 1;
+}
+
+// softmax with the mask test only where the block needs it.
+template <int kBlockN, bool kSoftcap>
+__device__ __forceinline__ void softmax_block(const FwdParams& p, bool whole, float (&s)[kBlockN / 2], int key_base,
+                                              const KeyRange (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
+                                              float (&scale_o)[2]) {
+  if (whole) online_softmax<kBlockN, false, kSoftcap>(p, s, key_base, keys, row_max, row_sum, scale_o);
+  else online_softmax<kBlockN, true, kSoftcap>(p, s, key_base, keys, row_max, row_sum, scale_o);
 }
 
 // P as the A operand: n8 blocks 2 kk and 2 kk + 1 of S are k16 step kk's fragment.
@@ -244,7 +277,7 @@ __device__ __forceinline__ void turn_pass(int cw) {
   if constexpr (C::kPingpong) ptx::named_barrier_arrive(1 + (cw ^ 1), 256);
 }
 
-template <class T, class C>
+template <class T, class C, bool kSoftcap>
 __global__ void __launch_bounds__(C::kThreads, 1)
     attention_hopper_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                             const __grid_constant__ CUtensorMap map_v, const FwdParams p) {
@@ -335,7 +368,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operands(s);
       kring.consumer_release(st);
-      online_softmax<kBlockN>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+      softmax_block<kBlockN, kSoftcap>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n), s, n * kBlockN + key_lane, keys,
+                                         row_max, row_sum, scale_o);
       scale_rows<kD>(o, scale_o);
       pack_p<T, kBlockN>(s, pa);
       vring.consumer_wait(st);
@@ -360,7 +394,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::wgmma_wait_group<0>();
     ptx::wgmma_fence_operands(s);
     kring.consumer_release(st);
-    online_softmax<kBlockN>(p, s, n_lo * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+    softmax_block<kBlockN, kSoftcap>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n_lo), s, n_lo * kBlockN + key_lane,
+                                     keys, row_max, row_sum, scale_o);
     pack_p<T, kBlockN>(s, pa);
     PipelineState<kStages> sv = st;
     ++st;
@@ -378,7 +413,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::wgmma_wait_group<1>();
       ptx::wgmma_fence_operands(s);
       kring.consumer_release(st);
-      online_softmax<kBlockN>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+      softmax_block<kBlockN, kSoftcap>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n), s, n * kBlockN + key_lane, keys,
+                                         row_max, row_sum, scale_o);
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operands(o);
       vring.consumer_release(sv);
@@ -411,7 +447,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
     if (lane % 4 == 0)
       p.lse[(int64_t(b) * p.heads_q + hq) * p.seqlen_q + row] =
-          l > 0.f ? (row_max[h] + log2f(l)) * 0.69314718055994531f : -INFINITY;
+          l > 0.f ? (row_max[h] * (kSoftcap ? 1.f : p.scale_log2) + log2f(l)) * 0.69314718055994531f : -INFINITY;
   }
 }
 
@@ -452,9 +488,10 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name)
   const CUtensorMap mq = operand_map(a.q, a.dtype, a.seqlen_q, a.heads_q, a.batch, kD, a.sq, C::kBlockM);
   const CUtensorMap mk = operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sk, C::kBlockN);
   const CUtensorMap mv = operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sv, C::kBlockN);
-  auto kernel = attention_hopper_kernel<T, C>;
-  static const bool configured = [&] {
-    HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  auto kernel = a.softcap > 0.f ? attention_hopper_kernel<T, C, true> : attention_hopper_kernel<T, C, false>;
+  static const bool configured = [] {
+    for (auto k : {attention_hopper_kernel<T, C, true>, attention_hopper_kernel<T, C, false>})
+      HK_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
     return true;
   }();
   (void)configured;

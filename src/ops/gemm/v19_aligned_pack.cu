@@ -10,8 +10,10 @@
 // (the padding zero-filled; TMA reads only the true extent), and the copies are handed to the
 // family's dispatch again, which runs v18 (or v17 for decode shapes) on them. A C that TMA cannot
 // store is computed into an aligned scratch and copied back row by row (only its N columns: the
-// caller's padding is never written); C_in is read by the epilogue with scalar loads, so it is
-// used in place whatever its alignment, also when it aliases C. K = 0 runs on zero K-blocks of 8
+// caller's padding is never written); where a C row is not whole 16-byte units (N = 203 at f32)
+// N is rounded up, B gets zero columns and the bias zeros to match. C_in is read by the
+// epilogue with scalar loads, so it is used in place whatever its alignment (also when it
+// aliases C), and copied only when N is rounded up. K = 0 runs on one zero k-block of 8
 // (A B = 0), so the epilogue alone writes act(beta C_in + bias).
 // The copies stream A and B once each (read + write), a few percent of a GEMM's time where K,
 // M and N are in the thousands: 2 x 32 MiB for 4096x4096x4095, ~30 us at copy bandwidth beside
@@ -34,20 +36,20 @@ constexpr int kThreads = 256;
 constexpr int64_t kAlign = 16;  // bytes: TMA's rule for bases and strides
 
 // Line l of batch b of src (src + b * src_bs + l * src_ld, `inner` elements) is copied to the
-// same line of dst. kPad: dst is an aligned scratch whose lines are `width` (>= inner) elements,
-// a multiple of 16 bytes; the tail past `inner` is zero-filled and each thread stores 16 bytes
-// at once. Otherwise dst is the caller's C: exactly `inner` elements are written, scalar. Loads
-// are scalar (src may sit at any element alignment) but coalesced: a warp reads 32 adjacent
-// 16-byte windows of one line.
+// same line of dst. kPad: dst is an aligned scratch of `dst_lines` (>= lines) lines of `width`
+// (>= inner) elements, a multiple of 16 bytes; everything past `inner` and past `lines` is
+// zero-filled and each thread stores 16 bytes at once. Otherwise dst is the caller's C: exactly
+// `inner` elements of `lines` lines are written, scalar. Loads are scalar (src may sit at any
+// element alignment) but coalesced: a warp reads 32 adjacent 16-byte windows of one line.
 template <class T, bool kPad>
 __global__ void __launch_bounds__(kThreads)
     copy_lines_kernel(const T* __restrict__ src, int64_t src_ld, int64_t src_bs, T* __restrict__ dst, int64_t dst_ld,
-                      int64_t dst_bs, int64_t lines, int64_t inner, int64_t width, int64_t batch) {
+                      int64_t dst_bs, int64_t lines, int64_t dst_lines, int64_t inner, int64_t width, int64_t batch) {
   constexpr int kPer = 16 / sizeof(T);
   const int64_t c0 = (int64_t(blockIdx.x) * kThreads + threadIdx.x) * kPer;
   if (c0 >= width) return;
   for (int64_t b = blockIdx.z; b < batch; b += gridDim.z)
-    for (int64_t l = blockIdx.y; l < lines; l += gridDim.y) {
+    for (int64_t l = blockIdx.y; l < dst_lines; l += gridDim.y) {
       const T* s = src + b * src_bs + l * src_ld + c0;
       T* d = dst + b * dst_bs + l * dst_ld + c0;
       union {
@@ -55,7 +57,7 @@ __global__ void __launch_bounds__(kThreads)
         T e[kPer];
       } u;
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) u.e[i] = c0 + i < inner ? s[i] : T(0);
+      for (int i = 0; i < kPer; ++i) u.e[i] = l < lines && c0 + i < inner ? s[i] : T(0);
       if constexpr (kPad) {
         *reinterpret_cast<uint4*>(d) = u.v;
       } else {
@@ -68,19 +70,19 @@ __global__ void __launch_bounds__(kThreads)
 
 template <bool kPad>
 void copy_lines(int esize, const void* src, int64_t src_ld, int64_t src_bs, void* dst, int64_t dst_ld, int64_t dst_bs,
-                int64_t lines, int64_t inner, int64_t batch, cudaStream_t stream) {
+                int64_t lines, int64_t dst_lines, int64_t inner, int64_t batch, cudaStream_t stream) {
   const int64_t width = kPad ? dst_ld : inner;
   const int per = 16 / esize;
   dim3 grid(static_cast<unsigned>(ceil_div(ceil_div(width, per), kThreads)),
-            static_cast<unsigned>(std::min<int64_t>(lines, 65535)), static_cast<unsigned>(std::min<int64_t>(batch, 65535)));
+            static_cast<unsigned>(std::min<int64_t>(dst_lines, 65535)), static_cast<unsigned>(std::min<int64_t>(batch, 65535)));
   if (esize == 4) {
     copy_lines_kernel<uint32_t, kPad><<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint32_t*>(src), src_ld, src_bs, static_cast<uint32_t*>(dst), dst_ld, dst_bs, lines, inner,
-        width, batch);
+        static_cast<const uint32_t*>(src), src_ld, src_bs, static_cast<uint32_t*>(dst), dst_ld, dst_bs, lines, dst_lines,
+        inner, width, batch);
   } else {
     copy_lines_kernel<uint16_t, kPad><<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(src), src_ld, src_bs, static_cast<uint16_t*>(dst), dst_ld, dst_bs, lines, inner,
-        width, batch);
+        static_cast<const uint16_t*>(src), src_ld, src_bs, static_cast<uint16_t*>(dst), dst_ld, dst_bs, lines, dst_lines,
+        inner, width, batch);
   }
   HK_CHECK_LAUNCH("copy_lines_kernel");
 }
@@ -89,17 +91,19 @@ bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlign == 
 int64_t round_up(int64_t v, int64_t to) { return ceil_div(v, to) * to; }
 
 // One matrix operand as lines of contiguous elements: `lines` lines of `inner` elements, `ld`
-// apart, batches `bs` apart.
+// apart, batches `bs` apart; its copy has `lines_p` >= lines lines of `inner_p` >= inner
+// elements (zero-filled past the true extents), each line a multiple of 16 bytes.
 struct Lines {
   const void* data;
   int64_t lines, inner, ld, bs;
   int esize;
+  int64_t lines_p = 0, inner_p = 0;
   // TMA can read it as it is.
   bool tma_ok(int64_t batch) const {
     return aligned(data) && (ld * esize) % kAlign == 0 && (batch == 1 || (bs > 0 && (bs * esize) % kAlign == 0));
   }
-  int64_t packed_ld() const { return round_up(std::max<int64_t>(inner, 1), kAlign / esize); }
-  int64_t packed_bytes(int64_t batch) const { return round_up(packed_ld() * lines * batch * esize, 256); }
+  int64_t packed_ld() const { return round_up(std::max<int64_t>(inner_p, 1), kAlign / esize); }
+  int64_t packed_bytes(int64_t batch) const { return round_up(packed_ld() * lines_p * batch * esize, 256); }
 };
 
 // The problem that `g` poses (what supports() reads), for the dispatch's second pass.
@@ -120,34 +124,53 @@ void gemm_v19_launch(const GemmArgs& g, cudaStream_t stream) {
   // K = 0: one zero k-block of 8 (A B = 0), so the kernels' K >= 1 holds.
   const bool k0 = g.k == 0;
   q.k = k0 ? 8 : g.k;
+  Lines c{g.c, g.m, g.n, g.ldc, g.batch_stride_c, eout};
+  // TMA stores whole 16-byte units, so a C row must be whole units: N is rounded up and the
+  // GEMM computes the extra columns (zero columns of B, zero bias) into the scratch C.
+  const bool pack_c = !c.tma_ok(g.batch) || (g.n * eout) % kAlign != 0;
+  q.n = pack_c ? round_up(g.n, kAlign / eout) : g.n;
+  const bool wide = q.n != g.n;
   Lines a{g.a, g.a_col ? q.k : g.m, g.a_col ? g.m : q.k, g.lda, g.batch_stride_a, ein};
   Lines b{g.b, g.b_col ? g.n : q.k, g.b_col ? q.k : g.n, g.ldb, g.batch_stride_b, ein};
-  Lines c{g.c, g.m, g.n, g.ldc, g.batch_stride_c, eout};
-  const bool pack_a = k0 || !a.tma_ok(g.batch), pack_b = k0 || !b.tma_ok(g.batch);
-  // TMA stores whole 16-byte units, so N itself must fill them (see gemm_tma_supports).
-  const bool pack_c = !c.tma_ok(g.batch) || (g.n * eout) % kAlign != 0;
-  const bool pack_bias = g.bias && !aligned(g.bias);
+  a.lines_p = a.lines, a.inner_p = a.inner;
+  b.lines_p = g.b_col ? q.n : b.lines, b.inner_p = g.b_col ? b.inner : q.n;
+  c.lines_p = c.lines, c.inner_p = q.n;
+  Lines c_in{g.c_in, g.m, g.n, g.ldc_in, g.batch_stride_c_in, eout, g.m, q.n};
+  const bool pack_a = k0 || !a.tma_ok(g.batch), pack_b = k0 || wide || !b.tma_ok(g.batch);
+  // C_in is read with scalar loads wherever it is, but not past its N columns.
+  const bool pack_c_in = g.c_in && wide;
+  const bool pack_bias = g.bias && (wide || !aligned(g.bias));
   const int64_t bytes_a = pack_a ? a.packed_bytes(g.batch) : 0, bytes_b = pack_b ? b.packed_bytes(g.batch) : 0;
-  const int64_t bytes_c = pack_c ? c.packed_bytes(g.batch) : 0;
-  const int64_t bytes_bias = pack_bias ? round_up(g.n * eout, 256) : 0;
-  detail::StreamWorkspace ws(stream, "gemm_v19_operands", std::max<int64_t>(bytes_a + bytes_b + bytes_c + bytes_bias, 256));
+  const int64_t bytes_c = pack_c ? c.packed_bytes(g.batch) : 0, bytes_c_in = pack_c_in ? c_in.packed_bytes(g.batch) : 0;
+  const int64_t bytes_bias = pack_bias ? round_up(q.n * eout, 256) : 0;
+  detail::StreamWorkspace ws(stream, "gemm_v19_operands",
+                             std::max<int64_t>(bytes_a + bytes_b + bytes_c + bytes_c_in + bytes_bias, 256));
   char* next = static_cast<char*>(ws.get());
   auto pack = [&](const Lines& l, int64_t bytes, const void*& ptr, int64_t& ld, int64_t& bs) {
     void* dst = next;
     next += bytes;
-    ld = l.packed_ld(), bs = ld * l.lines;
+    ld = l.packed_ld(), bs = ld * l.lines_p;
     if (k0) HK_CHECK_CUDA(cudaMemsetAsync(dst, 0, bytes, stream));
-    else copy_lines<true>(l.esize, l.data, l.ld, l.bs, dst, ld, bs, l.lines, l.inner, g.batch, stream);
+    else copy_lines<true>(l.esize, l.data, l.ld, l.bs, dst, ld, bs, l.lines, l.lines_p, l.inner, g.batch, stream);
     ptr = dst;
   };
   if (pack_a) pack(a, bytes_a, q.a, q.lda, q.batch_stride_a);
   if (pack_b) pack(b, bytes_b, q.b, q.ldb, q.batch_stride_b);
+  if (pack_c_in) {
+    void* dst = next;
+    next += bytes_c_in;
+    q.ldc_in = c_in.packed_ld(), q.batch_stride_c_in = q.ldc_in * g.m;
+    copy_lines<true>(eout, g.c_in, g.ldc_in, g.batch_stride_c_in, dst, q.ldc_in, q.batch_stride_c_in, g.m, g.m, g.n,
+                     g.batch, stream);
+    q.c_in = dst;
+  }
   if (pack_c) {
     q.c = next;
     next += bytes_c;
     q.ldc = c.packed_ld(), q.batch_stride_c = q.ldc * g.m;
   }
   if (pack_bias) {
+    if (wide) HK_CHECK_CUDA(cudaMemsetAsync(next, 0, bytes_bias, stream));
     HK_CHECK_CUDA(cudaMemcpyAsync(next, g.bias, g.n * eout, cudaMemcpyDeviceToDevice, stream));
     q.bias = next;
   }
@@ -161,7 +184,8 @@ void gemm_v19_launch(const GemmArgs& g, cudaStream_t stream) {
   if (q.bias) ops.in.emplace_back(q.bias, g.out_dtype, std::vector<int64_t>{});
   ops.out = {TensorView(q.c, g.out_dtype, {})};
   choice.variant->run(p, ops, stream);
-  if (pack_c) copy_lines<false>(eout, q.c, q.ldc, q.batch_stride_c, g.c, g.ldc, g.batch_stride_c, g.m, g.n, g.batch, stream);
+  if (pack_c)
+    copy_lines<false>(eout, q.c, q.ldc, q.batch_stride_c, g.c, g.ldc, g.batch_stride_c, g.m, g.m, g.n, g.batch, stream);
 }
 
 std::string gemm_v19_supports(const GemmProblem& p) {
