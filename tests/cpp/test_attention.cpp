@@ -152,6 +152,9 @@ TEST(AttentionDispatch, PicksByShape) {
   EXPECT_EQ(pick(64, true), "v04_fa2_backward");
   EXPECT_EQ(pick(128, true), "v04_fa2_backward");
   EXPECT_EQ(pick(37, true), "v02_online_softmax");
+  AttentionProblem one(1, 64, 64, 2, 2, 64, DType::kBF16);
+  one.str_q.b = 3;  // batch of extent 1: its stride is never used
+  EXPECT_EQ(reg.pick(one).name(), "v03_fa2_mma_sync");
   AttentionProblem misaligned(1, 64, 64, 2, 2, 64, DType::kBF16);
   misaligned.align_bytes = 4;
   EXPECT_EQ(reg.pick(misaligned).name(), "v02_online_softmax");

@@ -51,14 +51,18 @@ double AttentionProblem::attended_pairs() const {
 std::string AttentionProblem::rows_16b() const {
   if (align_bytes < 16)
     return fmt::format("needs 16-byte aligned operands for cp.async, got {}-byte alignment", align_bytes);
-  std::vector<std::pair<const char*, const AttnStrides*>> ops = {
-      {"q", &str_q}, {"k", &str_k}, {"v", &str_v}, {"o", &str_o}};
-  if (backward) ops.insert(ops.end(), {{"dout", &str_do}, {"dq", &str_dq}, {"dk", &str_dk}, {"dv", &str_dv}});
-  for (auto& [name, s] : ops) {
-    auto ok = [](int64_t x) { return x % 8 == 0; };
-    if (!ok(s->b) || !ok(s->s) || !ok(s->h))
-      return fmt::format("{}'s strides (b {}, s {}, h {}) are not all multiples of 8 elements (16-byte rows)", name,
-                         s->b, s->s, s->h);
+  struct Op { const char* name; const AttnStrides* s; bool kv; };
+  std::vector<Op> ops = {{"q", &str_q, false}, {"k", &str_k, true}, {"v", &str_v, true}, {"o", &str_o, false}};
+  if (backward)
+    ops.insert(ops.end(), {{"dout", &str_do, false}, {"dq", &str_dq, false}, {"dk", &str_dk, true}, {"dv", &str_dv, true}});
+  for (const Op& op : ops) {
+    // A dimension of extent 1 is never stepped over: its stride (often arbitrary in a torch view)
+    // does not matter.
+    const int64_t s_ext = op.kv ? seqlen_k : seqlen_q, h_ext = op.kv ? heads_kv : heads_q;
+    auto ok = [](int64_t stride, int64_t extent) { return extent <= 1 || stride % 8 == 0; };
+    if (!ok(op.s->b, batch) || !ok(op.s->s, s_ext) || !ok(op.s->h, h_ext))
+      return fmt::format("{}'s strides (b {}, s {}, h {}) are not all multiples of 8 elements (16-byte rows)",
+                         op.name, op.s->b, op.s->s, op.s->h);
   }
   return "";
 }
