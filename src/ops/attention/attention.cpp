@@ -619,6 +619,8 @@ class AttentionFamily final : public Family {
     // head dims: the tensor-core ones and odd ones only the general rung runs
     for (int64_t d : {1, 3, 16, 32, 64, 96, 128, 256})
       shapes.push_back({1, 129, 129, 2, 1, d, d % 2 == 0});
+    // past v02's 128-dim chunks and 256-dim (forward) / 128-dim (backward) output slabs
+    shapes.push_back({1, 33, 45, 2, 1, 520, true});
     // sequence lengths around the 64/128-row tiles, Sq != Sk both ways with causal (bottom-right
     // aligned; Sq > Sk leaves the first Sq - Sk rows with no key: O = 0, lse = -inf)
     for (auto [sq, sk] : std::vector<std::pair<int64_t, int64_t>>{
