@@ -25,6 +25,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -382,39 +383,48 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
   } else if (n_lo < n_hi) {
     // S of block n + 1 is issued with PV of block n: the softmax of n + 1 runs while PV(n) does;
-    // only O's rescale waits for it.
+    // only O's rescale waits for it. Between a wgmma's issue and its wait the code has no branch
+    // (ptxas serializes wgmma across one): the barrier waits come before the issue, the range
+    // test is applied to every block (whole blocks get an unbounded range), and a turn is passed
+    // after every issue (warpgroup 1's last pass is one arrival nobody waits for).
+    const KeyRange all_keys{INT64_MIN / 2, INT64_MAX / 2};
+    auto range_for = [&](int n, KeyRange (&r)[2]) {
+      const bool whole = whole_block<C::kBlockM, kBlockN>(p, m0, n);
+      r[0] = whole ? all_keys : keys[0];
+      r[1] = whole ? all_keys : keys[1];
+    };
+    KeyRange r[2];
     if constexpr (C::kPingpong)
       if (cw == 1) ptx::named_barrier_arrive(1, 256);  // warpgroup 0 issues first
+    range_for(n_lo, r);
     turn_wait<C>(cw);
     kring.consumer_wait(st);
     ptx::wgmma_fence();
     issue_qk<T, C>(s, q_addr, k_addr(st));
     ptx::wgmma_commit_group();
-    if (n_lo + 1 < n_hi || cw == 0) turn_pass<C>(cw);
+    turn_pass<C>(cw);
     ptx::wgmma_wait_group<0>();
     ptx::wgmma_fence_operands(s);
     kring.consumer_release(st);
-    softmax_block<kBlockN, kSoftcap>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n_lo), s, n_lo * kBlockN + key_lane,
-                                     keys, row_max, row_sum, scale_o);
+    online_softmax<kBlockN, true, kSoftcap>(p, s, n_lo * kBlockN + key_lane, r, row_max, row_sum, scale_o);
     pack_p<T, kBlockN>(s, pa);
     PipelineState<kStages> sv = st;
     ++st;
     for (int n = n_lo + 1; n < n_hi; ++n, ++st) {
+      range_for(n, r);
       turn_wait<C>(cw);
       kring.consumer_wait(st);
+      vring.consumer_wait(sv);
       ptx::wgmma_fence();
       issue_qk<T, C>(s, q_addr, k_addr(st));
       ptx::wgmma_commit_group();
-      vring.consumer_wait(sv);
       issue_pv<T, C>(o, pa, v_addr(sv));
       ptx::wgmma_commit_group();
-      // Warpgroup 1 passes no turn after its last one: warpgroup 0 waits for no more.
-      if (n + 1 < n_hi || cw == 0) turn_pass<C>(cw);
+      turn_pass<C>(cw);
       ptx::wgmma_wait_group<1>();
       ptx::wgmma_fence_operands(s);
       kring.consumer_release(st);
-      softmax_block<kBlockN, kSoftcap>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n), s, n * kBlockN + key_lane, keys,
-                                         row_max, row_sum, scale_o);
+      online_softmax<kBlockN, true, kSoftcap>(p, s, n * kBlockN + key_lane, r, row_max, row_sum, scale_o);
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operands(o);
       vring.consumer_release(sv);
