@@ -14,7 +14,7 @@
 #                   machine into build/carry/ (copied here with the working tree) and compile only
 #                   the Python extension against them (scripts/prebuilt/box.sh): ~20 s instead of
 #                   a ~175 s build on a fresh machine
-#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,profile,microbench
+#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,attention,torch,profile,microbench
 #                   (the build always runs; it is incremental; `--only build` builds and stops).
 #                   Where one command has a time limit, split the check: tests,sanitize,python
 #                   take ~5 minutes on an H200; bench,ladders ~9 with HK_BUDGET_MS=150; then
@@ -31,7 +31,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
 rm -rf "$LOGS"; mkdir -p "$LOGS"
-stages=tests,sanitize,python,bench,ladders,gemm,profile,microbench
+stages=tests,sanitize,python,bench,ladders,gemm,attention,torch,profile,microbench
 prebuilt=0
 out=${OUT:-}
 deadline_default=$([[ -n ${OUT:-} ]] && echo 550 || echo 0)
@@ -48,7 +48,7 @@ while (($#)); do
 done
 want() { [[ ,$stages, == *,$1,* ]]; }
 for stage in ${stages//,/ }; do
-  [[ ,build,tests,sanitize,python,bench,ladders,gemm,profile,microbench, == *,$stage,* ]] ||
+  [[ ,build,tests,sanitize,python,bench,ladders,gemm,attention,torch,profile,microbench, == *,$stage,* ]] ||
     { echo "gpu-check: unknown stage '$stage'" >&2; exit 2; }
 done
 export HK_CACHE_DIR="$LOGS/cache"
@@ -182,10 +182,27 @@ if want gemm; then
   # beside v18) in f16 too; the CUDA-core rungs (seconds per run at 16384^3) at 2048^3 only
   bench gemm gemm --variant 'baseline_cublaslt,v0[789]*,v1*' --dtype bf16 --budget-ms "${HK_BUDGET_MS:-400}"
   say "hk bench gemm (tensor-core rungs, bf16): rc=$?"
+  # operands TMA cannot describe as given: x W^T with K = 4095 and K = 1001 (v19 packs them)
+  bench gemm-unaligned gemm --variant 'v19*' --shape 4096x4096x4095 --shape 4096x4096x1001 --dtype bf16,f16 \
+    --budget-ms "${HK_BUDGET_MS:-400}"
+  say "hk bench gemm (v19 on K = 4095 and 1001): rc=$?"
   bench gemm-f16 gemm --variant 'v1[578]*' --dtype f16 --budget-ms "${HK_BUDGET_MS:-400}"
   say "hk bench gemm (v15, v17, v18, f16): rc=$?"
   bench gemm-cudacore gemm --variant 'v0[1-6]*' --shape 2048x2048x2048 --dtype bf16 --budget-ms 300
   say "hk bench gemm (v01-v06: CUDA-core and mma.sync rungs, 2048^3): rc=$?"
+fi
+if want attention; then
+  # the tensor-core rungs at FlashAttention's benchmark shapes (16k tokens, H x D = 2048),
+  # forward and backward, bf16; the materialised baseline runs beside them
+  bench attention attention --variant 'v0[3-6]*' --budget-ms "${HK_BUDGET_MS:-400}"
+  say "hk bench attention: rc=$?"
+fi
+if want torch; then
+  # every public torch op against eager PyTorch and torch.compile (python -m hopperkit.bench)
+  if [[ $prebuilt -eq 1 ]]; then pyp=/tmp/hk-pyext/python; else pyp=$build/python; fi
+  PYTHONPATH=$pyp budget python3 -m hopperkit.bench --json "$LOGS/bench-torch.json" --samples "${HK_TORCH_SAMPLES:-20}" \
+    >"$LOGS/bench-torch.md" 2>"$LOGS/bench-torch.err"
+  say "python -m hopperkit.bench: rc=$?"
 fi
 # 6. profiling: the CUPTI table, the unfused-vs-fused comparison, one ncu run
 if want profile; then
