@@ -44,20 +44,21 @@ __device__ __forceinline__ Vec<T, N> load_keep_ordered(const T* p) {
 }
 
 // Vector `col / N` of a row: a 16-byte load when whole, element loads (zero-filled) at the tail.
-// kKeep selects load_keep (reused operands) over load_stream (streamed once).
-template <class T, int N, bool kKeep = false>
+// kKeep selects load_keep (reused operands) over load_stream (streamed once); kAny a row at any
+// alignment (load_vec_any: the widest loads the address allows).
+template <class T, int N, bool kKeep = false, bool kAny = false>
 __device__ __forceinline__ Vec<T, N> load_row_vec(const T* row, int64_t col, int64_t dim) {
-  if (col + N <= dim) return kKeep ? load_keep<T, N>(row + col) : load_stream<T, N>(row + col);
+  if (col + N <= dim) return kKeep ? load_keep_at<kAny, T, N>(row + col) : load_stream_at<kAny, T, N>(row + col);
   Vec<T, N> v;
 #pragma unroll
   for (int k = 0; k < N; ++k) v.v[k] = col + k < dim ? row[col + k] : from_f32<T>(0.f);
   return v;
 }
 
-template <class T, int N>
+template <class T, int N, bool kAny = false>
 __device__ __forceinline__ void store_row_vec(T* row, int64_t col, int64_t dim, const Vec<T, N>& v) {
   if (col + N <= dim) {
-    store_stream<T, N>(row + col, v);
+    store_stream_at<kAny, T, N>(row + col, v);
     return;
   }
 #pragma unroll

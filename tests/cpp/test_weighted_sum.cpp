@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "offset_views.hpp"
 #include "test_util.hpp"
 #include "weighted_sum/weighted_sum_op.hpp"
 
@@ -104,6 +105,69 @@ TEST(WeightedSumDispatch, DefaultAndFallback) {
   EXPECT_EQ(reg.variant("weighted_sum", "v03_pipelined_rows")->supports(hk::WeightedSumProblem(64, 8192, DType::kBF16, false)), "");
   // every rung the dispatch names is production; the naive rung is not
   EXPECT_FALSE(reg.variant("weighted_sum", "v01_partial_buffer")->is(hk::kFlagProduction));
+  // unaligned operands past cuBLAS's int sizes: v02's kAny kernels, forward and backward
+  for (bool bwd : {false, true}) {
+    hk::WeightedSumProblem huge(1, (int64_t(1) << 31) + 8, DType::kBF16, bwd);
+    huge.align_bytes = 2;
+    EXPECT_NE(reg.variant("weighted_sum", "baseline_cublas")->supports(huge), "");
+    EXPECT_EQ(reg.choose(huge).variant->name(), "v02_row_groups") << bwd;
+    hk::WeightedSumProblem huge_ld(2, 1000, DType::kF32, bwd, (int64_t(1) << 31) + 1);
+    EXPECT_EQ(reg.choose(huge_ld).variant->name(), "v02_row_groups") << bwd;
+  }
+}
+
+// The public ops, and v02 by name (the public op prefers cuBLAS for unaligned operands), on
+// views whose operands sit at their own 16-byte phases with row strides that are not 16-byte
+// multiples: v02's kAny kernels (row groups, the few-long-rows split, the backward's column
+// tiles with dw written directly and through partials).
+TEST(WeightedSumPublic, MisalignedViews) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  using hktest::Place;
+  struct L {
+    Place x, w, dx;
+  };
+  auto layouts = [](int64_t d) {
+    return std::vector<L>{
+        {{1, d + 3}, {1, 0}, {1, d + 3}},  // one shared odd phase
+        {{0, d}, {3, 0}, {3, d + 5}},      // w and dx at other phases
+        {{2, d + 1}, {5, 0}, {0, d + 8}},  // dx aligned, x and w not
+        {{0, d + 1}, {0, 0}, {0, d + 2}},  // aligned bases, rows at shifting phases
+    };
+  };
+  const hk::Variant* v02 = hk::Registry::get().variant("weighted_sum", "v02_row_groups");
+  const std::pair<int64_t, int64_t> shapes[] = {{33, 100}, {700, 1001}, {3, 200003}, {2000, 41}};
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (auto [rows, d] : shapes)
+      for (bool bwd : {false, true})
+        for (const L& l : layouts(d)) {
+          hk::WeightedSumProblem p(rows, d, dt, bwd);
+          const std::string what = p.key() + " x+" + std::to_string(l.x.offset) + "/" + std::to_string(l.x.ld) +
+                                   " w+" + std::to_string(l.w.offset) + " dx+" + std::to_string(l.dx.offset) + "/" +
+                                   std::to_string(l.dx.ld);
+          const std::vector<Place> in = bwd ? std::vector<Place>{l.x, l.w, {}} : std::vector<Place>{l.x, l.w};
+          const std::vector<Place> out = bwd ? std::vector<Place>{l.dx, {}} : std::vector<Place>{{}};
+          hktest::check_offset_views(
+              p, in, out,
+              [&](auto& iv, auto& ov) {
+                if (bwd) hk::weighted_sum_backward(iv[0], iv[1], iv[2], ov[0], ov[1]);
+                else hk::weighted_sum(iv[0], iv[1], ov[0]);
+              },
+              19, "public " + what);
+          hktest::check_offset_views(
+              p, in, out,
+              [&](auto& iv, auto& ov) {
+                hk::WeightedSumProblem q(rows, d, dt, bwd);
+                q.ld_x = iv[0].shape[0] > 1 ? iv[0].stride(0) : d;
+                if (bwd) q.ld_dx = ov[0].shape[0] > 1 ? ov[0].stride(0) : d;
+                int a = 256;
+                for (auto& t : iv) a = std::min(a, t.alignment());
+                for (auto& t : ov) a = std::min(a, t.alignment());
+                q.align_bytes = a;
+                v02->run(q, hk::Operands{iv, ov}, nullptr);
+              },
+              19, "v02 " + what);
+        }
 }
 
 TEST(WeightedSumReference, BackwardMatchesFiniteDifferences) {

@@ -9,6 +9,7 @@
 //   f16 / bf16, < 512 rows or longer rows       v02_row_groups        (34.6 / -)     93.1 / -
 //   f16 / bf16, other shapes                    baseline_cublas       96.6 / 83.4    59.7 / 75.9
 //   unaligned rows or w (any dtype)             baseline_cublas       (cuBLAS takes any alignment)
+//     past cuBLAS's int sizes                   v02_row_groups        (kAny: not yet measured)
 //
 //   backward                                    v02_row_groups        86.3 / 88.7    94.0 / 95.0
 //                                               baseline_cublas       44.7 / 77.3    12.2 / 24.1
@@ -17,8 +18,9 @@
 // (104.0% at 16384x8192) but 34.6% in bf16 there, where cuBLAS's GEMV reads at 96.6%. So a
 // 16-bit forward that v03 does not take goes to cuBLAS, unless rows are too few to fill the GPU
 // or too long for v03's registers, where v02's split-row kernel wins (93.1% vs 59.7% at 4x2^26).
-// v01_partial_buffer is ladder-only; it alone runs unaligned operands with a dimension or row
-// stride of 2^31 or more (past cuBLAS's int sizes).
+// Unaligned operands (x's rows, dx's rows or w not 16-byte aligned) go to cuBLAS, then to v02's
+// kAny kernels (each 16-byte access in the widest pieces its address allows), which also run
+// sizes past cuBLAS's int dimensions. v01_partial_buffer is ladder-only.
 #include "common/row_checks.hpp"
 #include "weighted_sum/weighted_sum_op.hpp"
 
@@ -31,6 +33,9 @@ std::vector<Route> weighted_sum_dispatch(const WeightedSumProblem& p) {
                                         "at 4x2^26 (bf16 / f32; H200, 2026-11-29), 1.93x / 1.15x cuBLAS"};
   const Route cublas{"baseline_cublas", "cuBLAS GemmEx, any alignment: 96.6% / 83.4% of copy forward at 16384x8192 "
                                         "(bf16 / f32; H200, 2026-11-29)"};
+  if (p.row_align() < 16)
+    return {cublas, {"v02_row_groups", "unaligned operands past cuBLAS's int dimensions: each 16-byte access in the "
+                                       "widest pieces its address allows (kAny kernels)"}};
   if (p.backward) return {v02_bwd, cublas};
   std::vector<Route> routes;
   if (pipelined_rows::suits(esize, p.rows, p.dim))

@@ -14,8 +14,14 @@
 // [R, D] f32 partial (~1.6% of the traffic at 16384x8192) summed by the tiny kernel.
 // Adds over v01: 16-byte loads, loads in flight, and partial buffers sized by the GPU (R, S
 // ~ one wave) instead of by the shape (rows / 16 for the seeds): 8x-30x fewer partial bytes.
-// Needs: 16-byte aligned row starts (base address and row stride).
+// Any alignment: operands or row strides that are not 16-byte aligned take a second
+// instantiation of every kernel (kAny) in which each 16-byte access becomes load_vec_any /
+// store_vec_any (the widest pieces the address allows; a branch uniform across a warp walking
+// one row). Element indices stay the same for every operand, as the column-wise dw sums need.
+// Cost: 2-8 memory instructions per vector of a misaligned operand (not yet measured).
 // Run:   hk bench weighted_sum --variant v02_row_groups --shape 16384x8192
+#include <type_traits>
+
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
 #include "common/row_slice.cuh"
@@ -34,7 +40,7 @@ constexpr int kFewRows = 4;    // rows sharing each w vector in the few-long-row
 constexpr int kFewUnroll = 2;  // w vectors (each with kFewRows x vectors) in flight per thread
 
 // Item (r, s): chunk s (vectors [s * chunk, (s + 1) * chunk)) of row r, done by one row group.
-template <class T, int kGroup>
+template <class T, int kGroup, bool kAny>
 __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_kernel(const T* __restrict__ x,
                                                                         const T* __restrict__ w, T* __restrict__ y,
                                                                         float* __restrict__ part, int64_t rows,
@@ -60,8 +66,8 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_kernel(const T*
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t v = v0 + u * kGroup;
         if (v < end) {
-          xv[u] = load_row_vec<T, kV>(row, v * kV, dim);
-          wv[u] = load_row_vec<T, kV, true>(w, v * kV, dim);
+          xv[u] = load_row_vec<T, kV, false, kAny>(row, v * kV, dim);
+          wv[u] = load_row_vec<T, kV, true, kAny>(w, v * kV, dim);
         }
       }
 #pragma unroll
@@ -82,18 +88,18 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_kernel(const T*
 
 // acc[i] += x[r0 + i, v] . w[v] for the group's rows (column vector v). kWhole: v lies inside
 // D (16-byte loads); else element loads, zero-filled.
-template <class T, bool kWhole>
+template <class T, bool kWhole, bool kAny>
 __device__ __forceinline__ void few_rows_terms(const T* __restrict__ x, const T* __restrict__ w, int64_t v,
                                                int64_t r0, int64_t rows, int64_t dim, int64_t ldx,
                                                float (&acc)[kFewRows]) {
   constexpr int kV = kVec16<T>;
   using V = Vec<T, kV>;
-  const V wv = kWhole ? load_keep<T, kV>(w + v * kV) : load_row_vec<T, kV>(w, v * kV, dim);
+  const V wv = kWhole ? load_keep_at<kAny, T, kV>(w + v * kV) : load_row_vec<T, kV>(w, v * kV, dim);
   V xv[kFewRows];
 #pragma unroll
   for (int i = 0; i < kFewRows; ++i)
     if (r0 + i < rows)
-      xv[i] = kWhole ? load_stream<T, kV>(x + (r0 + i) * ldx + v * kV)
+      xv[i] = kWhole ? load_stream_at<kAny, T, kV>(x + (r0 + i) * ldx + v * kV)
                      : load_row_vec<T, kV>(x + (r0 + i) * ldx, v * kV, dim);
 #pragma unroll
   for (int i = 0; i < kFewRows; ++i)
@@ -112,7 +118,7 @@ __device__ __forceinline__ void few_rows_terms(const T* __restrict__ x, const T*
 // partial last vector (D % 8 != 0) is thread 0's. NOTE: one row per item (the row-group kernel
 // above, split) read w once per row unless the rows' blocks met in L2: 33% of copy at 4 x 2^26
 // bf16 (89.5% f32) on the H200, at 105 registers (bf16) against 61 (f32).
-template <class T>
+template <class T, bool kAny>
 __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_few_rows_kernel(const T* __restrict__ x,
                                                                                  const T* __restrict__ w,
                                                                                  float* __restrict__ part,
@@ -129,9 +135,9 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_few_rows_kernel
     for (int64_t v0 = s * chunk + threadIdx.x; v0 < end_whole; v0 += kThreads * kFewUnroll) {
 #pragma unroll
       for (int u = 0; u < kFewUnroll; ++u)
-        if (v0 + u * kThreads < end_whole) few_rows_terms<T, true>(x, w, v0 + u * kThreads, r0, rows, dim, ldx, acc);
+        if (v0 + u * kThreads < end_whole) few_rows_terms<T, true, kAny>(x, w, v0 + u * kThreads, r0, rows, dim, ldx, acc);
     }
-    if (end > end_whole && threadIdx.x == 0) few_rows_terms<T, false>(x, w, whole, r0, rows, dim, ldx, acc);
+    if (end > end_whole && threadIdx.x == 0) few_rows_terms<T, false, kAny>(x, w, whole, r0, rows, dim, ldx, acc);
 #pragma unroll
     for (int i = 0; i < kFewRows; ++i) {
       const float sum = block_reduce<kThreads>(acc[i], SumOp{});
@@ -148,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_few_rows_kernel
 // conversions, ptxas held unpacked scalars for every row in flight: 84 registers at bf16 (2
 // blocks of 256 per SM, 32 KiB of x in flight per SM). Split, and widened on packed words
 // (row_slice.cuh), it takes 64 (4 blocks, 64 KiB in flight); f32 48 -> 40 (6 blocks).
-template <class T, bool kWhole>
+template <class T, bool kWhole, bool kAny>
 __device__ __forceinline__ void bwd_column(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
                                            const Vec<T, kVec16<T>>& wv, float (&acc)[kVec16<T>], int64_t col,
                                            int64_t q, int64_t rows, int64_t dim, int64_t ldx, int64_t ldd,
@@ -163,7 +169,7 @@ __device__ __forceinline__ void bwd_column(const T* __restrict__ x, const T* __r
     for (int u = 0; u < kUnrollRows; ++u) {
       const int64_t r = r0 + u * R;
       if (r < rows) {
-        xv[u] = kWhole ? load_stream<T, kV>(x + r * ldx + col) : load_row_vec<T, kV>(x + r * ldx, col, dim);
+        xv[u] = kWhole ? load_stream_at<kAny, T, kV>(x + r * ldx + col) : load_row_vec<T, kV>(x + r * ldx, col, dim);
         g[u] = to_f32(dy[r]);
       }
     }
@@ -180,14 +186,14 @@ __device__ __forceinline__ void bwd_column(const T* __restrict__ x, const T* __r
         o.v[k] = from_f32<T>(g[u] * wf[k]);
         acc[k] += xf[k] * g[u];
       }
-      if constexpr (kWhole) store_stream<T, kV>(dx + r * ldd + col, o);
+      if constexpr (kWhole) store_stream_at<kAny, T, kV>(dx + r * ldd + col, o);
       else store_row_vec<T, kV>(dx + r * ldd, col, dim, o);
     }
   }
 }
 
 // Item (c, q): column vector c * kThreads + tid of rows q, q + R, q + 2R, ...
-template <class T>
+template <class T, bool kAny>
 __global__ void __launch_bounds__(kThreads) weighted_sum_v02_bwd_kernel(const T* __restrict__ x,
                                                                         const T* __restrict__ w,
                                                                         const T* __restrict__ dy, T* __restrict__ dx,
@@ -200,10 +206,10 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_bwd_kernel(const T*
     const int64_t q = item / C, c = item - q * C;
     const int64_t col = (c * kThreads + threadIdx.x) * kV;
     if (col >= dim) continue;
-    const V wv = load_row_vec<T, kV, true>(w, col, dim);
+    const V wv = load_row_vec<T, kV, true, kAny>(w, col, dim);
     float acc[kV] = {};
-    if (col + kV <= dim) bwd_column<T, true>(x, dy, dx, wv, acc, col, q, rows, dim, ldx, ldd, R);
-    else bwd_column<T, false>(x, dy, dx, wv, acc, col, q, rows, dim, ldx, ldd, R);
+    if (col + kV <= dim) bwd_column<T, true, kAny>(x, dy, dx, wv, acc, col, q, rows, dim, ldx, ldd, R);
+    else bwd_column<T, false, kAny>(x, dy, dx, wv, acc, col, q, rows, dim, ldx, ldd, R);
 #pragma unroll
     for (int k = 0; k < kV; ++k)
       if (col + k < dim) {
@@ -214,10 +220,10 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_bwd_kernel(const T*
 }
 
 // Few long rows: groups of kFewRows rows x S chunks fill the resident grid; S partials per row.
-template <class T>
+template <class T, bool kAny>
 void launch_fwd_few_rows(const WeightedSumArgs& a, cudaStream_t s) {
   constexpr int kV = kVec16<T>;
-  auto kernel = weighted_sum_v02_fwd_few_rows_kernel<T>;
+  auto kernel = weighted_sum_v02_fwd_few_rows_kernel<T, kAny>;
   static const int resident = resident_grid(kernel, kThreads);
   const int64_t nvec = ceil_div(a.dim, kV);
   const int64_t groups = ceil_div(a.rows, kFewRows);
@@ -231,18 +237,18 @@ void launch_fwd_few_rows(const WeightedSumArgs& a, cudaStream_t s) {
   sum_partials(part.as<float>(), S, a.rows, static_cast<T*>(a.y), s);
 }
 
-template <class T, int kGroup>
+template <class T, int kGroup, bool kAny>
 void launch_fwd(const WeightedSumArgs& a, cudaStream_t s) {
   constexpr int kV = kVec16<T>;
   constexpr int kGroups = kThreads / kGroup;
-  auto kernel = weighted_sum_v02_fwd_kernel<T, kGroup>;
+  auto kernel = weighted_sum_v02_fwd_kernel<T, kGroup, kAny>;
   static const int resident = resident_grid(kernel, kThreads);
   const int64_t nvec = ceil_div(a.dim, kV);
   // Split rows only when rows alone cannot give every resident group work.
   const int64_t want = ceil_div(int64_t(resident) * kGroups, a.rows);
   int64_t S = std::max<int64_t>(1, std::min<int64_t>(want, ceil_div(nvec, kGroup * kUnroll)));
   if (S > 1 && kGroup == kThreads) {
-    launch_fwd_few_rows<T>(a, s);
+    launch_fwd_few_rows<T, kAny>(a, s);
     return;
   }
   const int64_t chunk = ceil_div(nvec, S);
@@ -255,10 +261,10 @@ void launch_fwd(const WeightedSumArgs& a, cudaStream_t s) {
   if (S > 1) sum_partials(part.as<float>(), S, a.rows, static_cast<T*>(a.y), s);
 }
 
-template <class T>
+template <class T, bool kAny>
 void launch_bwd(const WeightedSumArgs& a, cudaStream_t s) {
   constexpr int kV = kVec16<T>;
-  auto kernel = weighted_sum_v02_bwd_kernel<T>;
+  auto kernel = weighted_sum_v02_bwd_kernel<T, kAny>;
   static const int resident = resident_grid(kernel, kThreads);
   const int64_t C = ceil_div(ceil_div(a.dim, kV), kThreads);
   const int64_t R = std::max<int64_t>(1, std::min<int64_t>(a.rows, resident / C));
@@ -274,23 +280,27 @@ void launch_bwd(const WeightedSumArgs& a, cudaStream_t s) {
 void weighted_sum_v02_launch(const WeightedSumArgs& a, cudaStream_t stream) {
   dispatch_float(a.dtype, "weighted_sum/v02_row_groups", [&](auto t) {
     using T = decltype(t);
-    if (a.backward) launch_bwd<T>(a, stream);
-    else if (ceil_div(a.dim, kVec16<T>) <= kWarpRowVecs) launch_fwd<T, 32>(a, stream);
-    else launch_fwd<T, kThreads>(a, stream);
+    // Every row start of x (and dx) and w 16-byte aligned: the 16-byte kernels (y, dy and dw are
+    // accessed one element at a time).
+    auto ok = [&](const void* p, int64_t ld) {
+      return aligned16(static_cast<const T*>(p)) && (a.rows <= 1 || (ld * int64_t(sizeof(T))) % 16 == 0);
+    };
+    const bool aligned = ok(a.x, a.ld_x) && ok(a.w, 0) && (!a.backward || ok(a.dx, a.ld_dx));
+    auto run = [&](auto any) {
+      constexpr bool kAny = decltype(any)::value;
+      if (a.backward) launch_bwd<T, kAny>(a, stream);
+      else if (ceil_div(a.dim, kVec16<T>) <= kWarpRowVecs) launch_fwd<T, 32, kAny>(a, stream);
+      else launch_fwd<T, kThreads, kAny>(a, stream);
+    };
+    if (aligned) run(std::false_type{});
+    else run(std::true_type{});
   });
-}
-
-std::string weighted_sum_v02_supports(const WeightedSumProblem& p) {
-  if (p.row_align() < 16)
-    return "needs 16-byte aligned row starts (base address and row stride) for 16-byte loads, got " +
-           std::to_string(p.row_align()) + "-byte alignment";
-  return "";
 }
 
 }  // namespace
 
 HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "v02_row_groups",
-                    "one pass with 16-byte loads: row groups for y, column tiles x row sets for dx and dw", 90,
-                    kFlagProduction, weighted_sum_v02_supports, weighted_sum_v02_launch);
+                    "one pass with 16-byte loads: row groups for y, column tiles x row sets for dx and dw; any alignment", 90,
+                    kFlagProduction, nullptr, weighted_sum_v02_launch);
 
 }  // namespace hk
