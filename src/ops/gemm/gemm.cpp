@@ -465,7 +465,7 @@ class GemmFamily final : public Family {
       if (sel.quick) shapes = {{4096, 4096, 4096}};
       else
         shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {16384, 16384, 16384}, {4096, 14336, 4096},
-                  {8192, 8192, 1024},  {2048, 2048, 2048}, {16, 8192, 8192}};
+                  {8192, 8192, 1024},  {2048, 2048, 2048}, {16, 8192, 8192}, {1, 8192, 8192}};
     }
     std::vector<DType> dtypes = sel.dtypes;
     if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF16};
