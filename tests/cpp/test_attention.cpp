@@ -133,6 +133,7 @@ TEST(AttentionDispatch, EveryProblemGetsAProductionVariant) {
   ASSERT_NE(general, nullptr);
   for (auto& p : all) EXPECT_EQ(general->supports(*p), "") << p->key();
   EXPECT_TRUE(reg.variant("attention", "v01_materialized")->is(hk::kFlagReference));
+  EXPECT_TRUE(reg.variant("attention", "v01_materialized")->is(hk::kFlagBaseline));
   EXPECT_FALSE(reg.variant("attention", "v01_materialized")->is(hk::kFlagProduction));
 }
 

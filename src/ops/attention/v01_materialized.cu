@@ -6,7 +6,8 @@
 // way (P from lse, dP = dO V^T and Delta = rowsum(dO o O) per element, dS = P (dP - Delta)),
 // then dQ = scale dS K, and dK = scale dS^T Q, dV = P^T dO summed over the query heads of each
 // kv head's group. One thread per output element, plain loops: the simplest correct kernels,
-// the baseline every later rung is measured against. Memory: 4 B Hq Sq Sk bytes (forward) and
+// the baseline every later rung is measured against (the family's kFlagBaseline: eager attention
+// is what a framework without a fused kernel runs). Memory: 4 B Hq Sq Sk bytes (forward) and
 // twice that (backward) of scratch — 8.6 GB for B = 2, Hq = 16 at S = 8192.
 // Needs: nothing beyond the contract (ladder-only: the public op never runs it).
 // Run:   hk bench attention --variant v01_materialized --shape 2048x128x1
@@ -205,6 +206,6 @@ std::string attention_v01_supports(const AttentionProblem&) { return ""; }
 
 HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v01_materialized",
                     "eager attention: S = QK^T, softmax, PV as separate kernels over an f32 B*Hq*Sq*Sk scratch",
-                    80, kFlagReference, attention_v01_supports, attention_v01_launch);
+                    80, kFlagReference | kFlagBaseline, attention_v01_supports, attention_v01_launch);
 
 }  // namespace hk
