@@ -1,8 +1,10 @@
 // gemm/epilogue.cuh — what every GEMM rung shares: operand access for the simple rungs and the
 // fused epilogue  c = act(alpha acc + beta c_in + bias)  in f32 with one rounding to C's dtype.
 //
-// The output dtype is a run-time switch (uniform across the grid, outside the K loop), so each
-// rung instantiates its kernels per input dtype and layout only (DESIGN.md §7: build time).
+// Here the output dtype is a run-time switch (uniform across the grid, outside the K loop), so a
+// rung that reads its epilogue from GemmArgs compiles one kernel per input dtype and layout
+// (DESIGN.md §7: build time); the fused-epilogue rungs compile a kernel per epilogue kind
+// instead (hopper_gemm.cuh), one (input dtype, layout) group per translation unit.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,4 +1,5 @@
-// gemm/hopper_gemm.cuh — the Hopper GEMM that rungs v07..v15 instantiate, one feature per rung.
+// gemm/hopper_gemm.cuh — the Hopper GEMM body that the wgmma rungs instantiate, each with a
+// policy struct (gemm/vNN_*.cuh) that switches its features on one at a time.
 //
 // One CTA = one producer warpgroup (a single thread issues TMA) + two consumer warpgroups, each
 // computing 64 rows of a 128 x kBlockN tile with wgmma m64nNk16 from shared memory. A ring of
@@ -6,14 +7,14 @@
 // the 128-byte-swizzled layout, is handed back and forth through two mbarriers per slot:
 //   full[s]  — 1 arrival (the producer's expect_tx) + the slot's bytes from TMA
 //   empty[s] — one arrival per consumer warp of every CTA that reads the slot
-// The features a rung switches on (HopperConfig):
+// The features a policy switches on:
 //   kStages > 1      loads of later K blocks overlap the MMAs of the current one
 //   kSetMaxNReg      producer drops to 40 registers, consumers rise to 232 (128 accumulators
 //                    per thread for kBlockN = 256 without spilling)
 //   kCluster = 2     two CTAs stacked along M share the B tile: each loads half of it and TMA
 //                    multicasts that half into both CTAs' shared memory
-//   kPersistent      one CTA (cluster) per SM loops over tiles in a grouped, L2-friendly order;
-//                    the producer fetches the next tile while the consumers run the epilogue
+//   kPersistent      one CTA (cluster) per SM loops over tiles in a grouped (kGroup), L2-friendly
+//                    order; the producer fetches the next tile while the consumers run the epilogue
 //   kTmaStore        the epilogue stages 64 x 128-byte chunks of C in swizzled shared memory
 //                    and writes them with TMA stores (coalesced, asynchronous)
 //   kMmaInFlight = 1 a consumer keeps one k-block's wgmma group in flight while it issues the
@@ -28,13 +29,20 @@
 //   kStreamK         the tiles of the last 1-2 waves are split along K evenly over the clusters
 //                    (StreamKSplit): partial tiles meet in a global workspace, the cluster
 //                    holding a tile's last k-block adds its peers' partials and stores it
-// Besides the rung's HopperConfig, the body takes the epilogue kind: RuntimeEpilogue (read from
-// GemmArgs in the kernel, v07..v14) or a FusedEpilogue (activation, bias and output type fixed
-// at compile time; v15's host code picks the kernel per problem).
-// Every rung takes every layout: K-major operands are one TMA box per slot, MN-major operands
+// Besides the policy, the body takes the epilogue kind: RuntimeEpilogue (read from GemmArgs in
+// the kernel) or a FusedEpilogue (activation, bias and output type fixed at compile time; the
+// host picks the kernel per problem).
+// The body takes every layout: K-major operands are one TMA box per slot, MN-major operands
 // (column-major A, row-major B) are 64-wide boxes side by side, read by wgmma's transpose mode.
 // Tails: TMA zero-fills out-of-bounds loads and drops out-of-bounds stores; boxes that would lie
 // entirely outside are clamped to a valid coordinate (their rows/columns are never stored).
+//
+// What is compiled where: this header holds the body and the host-side launch; the kernels
+// (gemm/hopper_gemm_kernels.cuh) are instantiated per (policy, input dtype, layout) group by
+// hopper_launch_group, in the translation unit that includes that header: the rung's own file
+// for the teaching rungs, which instantiate the "nt" layout only, and one generated file per
+// group for the production rungs (src/ops/gemm/CMakeLists.txt), so that no file compiles more
+// than one group's epilogue kinds.
 #pragma once
 
 #include <cuda.h>
@@ -44,6 +52,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <string>
 #include <type_traits>
 
 #include "common/launch.cuh"
@@ -59,40 +68,40 @@
 
 namespace hk::gemm_impl {
 
-template <int kBlockN_, int kStages_, bool kSetMaxNReg_, int kCluster_, bool kPersistent_, bool kTmaStore_,
-          int kMmaInFlight_ = 0, bool kCtaRelease_ = false, bool kPlainEpilogue_ = false, bool kStreamK_ = false>
-struct HopperConfig {
-  static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows (the wgmma M)
-  static constexpr int kBlockN = kBlockN_;
-  static constexpr int kBlockK = 64;   // NOTE: 64 x 2 bytes = 128 bytes, one row of the 128B swizzle;
-                                       // wgmma_k_block's four k16 steps
-  static constexpr int kStages = kStages_;
-  static constexpr bool kSetMaxNReg = kSetMaxNReg_;
-  static constexpr int kCluster = kCluster_;
-  static constexpr bool kPersistent = kPersistent_;
-  static constexpr bool kTmaStore = kTmaStore_;
-  static constexpr int kMmaInFlight = kMmaInFlight_;
-  static constexpr bool kCtaRelease = kCtaRelease_;
-  static constexpr bool kPlainEpilogue = kPlainEpilogue_;
-  static constexpr bool kStreamK = kStreamK_;
-  static_assert(!kPlainEpilogue || kTmaStore_, "the plain epilogue is a TMA-store epilogue");
-  static_assert(!kStreamK || (kPersistent_ && kMmaInFlight_ == 1), "stream-K splits a persistent grid's last waves");
-  static_assert(kMmaInFlight == 0 || kMmaInFlight == 1, "wgmma groups in flight across k-blocks: 0 or 1");
-  static_assert(kMmaInFlight == 0 || kStages_ >= 2, "a slot is released one k-block late: needs 2+ stages");
+// Which epilogue kinds a policy's kernels are compiled for (one kernel per kind).
+enum class EpilogueKinds {
+  kRuntime,  // one kernel, RuntimeEpilogue: C_in, bias, activation and output dtype read from GemmArgs
+  kFused,    // RuntimeEpilogue for problems with C_in, else a FusedEpilogue per (output dtype,
+             // activation, bias): 1 + 3 x 3 x 2 = 19 kernels per input dtype and layout
+  kBench,    // the fused kinds a ladder benchmark runs: plain, bias + GeLU, ReLU, each with the
+             // input dtype as output dtype and no C_in
+};
+
+// The derived sizes of policy P (a rung's struct, gemm/vNN_*.cuh) and the rules it must keep.
+template <class P>
+struct HopperConfig : P {
+  static constexpr int kBlockK = 64;  // NOTE: 64 x 2 bytes = 128 bytes, one row of the 128B swizzle;
+                                      // wgmma_k_block's four k16 steps
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kGroup = kPersistent ? 8 : 1;  // unit-rows per L2 group (tile_scheduler.hpp)
-  static constexpr int kABytes = kBlockM * kBlockK * 2;  // (128, 64) 16-bit
-  static constexpr int kBBytes = kBlockN * kBlockK * 2;  // (kBlockN, 64) 16-bit
+  static constexpr int kABytes = P::kBlockM * kBlockK * 2;  // (kBlockM, 64) 16-bit
+  static constexpr int kBBytes = P::kBlockN * kBlockK * 2;  // (kBlockN, 64) 16-bit
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kCChunkBytes = 64 * 128;          // (64 rows, 128 bytes): one TMA store box
-  static constexpr int kCBytes = kTmaStore ? kConsumers * 2 * kCChunkBytes : 0;  // double-buffered
-  static constexpr int kBarrierBytes = 2 * kStages * 8 + (kStreamK ? 64 : 0);  // + stream-K's piece table
-  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kCBytes + kBarrierBytes;  // +1024: alignment
-  static_assert(kBlockN == 128 || kBlockN == 256, "wgmma m64n128k16 or m64n256k16");
-  static_assert(kBlockN % (64 * kCluster) == 0, "each CTA multicasts whole 64-wide boxes of B");
+  static constexpr int kCChunkBytes = 64 * 128;             // (64 rows, 128 bytes): one TMA store box
+  static constexpr int kCBytes = P::kTmaStore ? kConsumers * 2 * kCChunkBytes : 0;  // double-buffered
+  static constexpr int kBarrierBytes =
+      2 * P::kStages * 8 + (P::kStreamK ? 64 : 0);  // full/empty barriers + stream-K's piece table
+  static constexpr int kSmemBytes = 1024 + P::kStages * kStageBytes + kCBytes + kBarrierBytes;  // +1024: alignment
+  static_assert(!P::kPlainEpilogue || P::kTmaStore, "the plain epilogue is a TMA-store epilogue");
+  static_assert(!P::kStreamK || (P::kPersistent && P::kMmaInFlight == 1),
+                "stream-K splits a persistent grid's last waves");
+  static_assert(P::kMmaInFlight == 0 || P::kMmaInFlight == 1, "wgmma groups in flight across k-blocks: 0 or 1");
+  static_assert(P::kMmaInFlight == 0 || P::kStages >= 2, "a slot is released one k-block late: needs 2+ stages");
+  static_assert(P::kBlockN == 128 || P::kBlockN == 256, "wgmma m64n128k16 or m64n256k16");
+  static_assert(P::kBlockN % (64 * P::kCluster) == 0, "each CTA multicasts whole 64-wide boxes of B");
   static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block on sm_90");
-  static_assert(!kSetMaxNReg || 128 * 40 + kConsumers * 128 * 232 <= 65536, "register file: 40 + 2 x 232 per lane");
+  static_assert(!P::kSetMaxNReg || 128 * 40 + kConsumers * 128 * 232 <= 65536, "register file: 40 + 2 x 232 per lane");
+  static_assert(P::kEpilogues == EpilogueKinds::kRuntime || P::kTmaStore, "a compile-time epilogue stores with TMA");
 };
 
 using ptx::named_barrier_arrive;
@@ -171,7 +180,8 @@ __device__ __forceinline__ void epilogue_tma_store(const GemmArgs& g, float (&ac
 }
 
 // An epilogue fixed at compile time: c = act(alpha acc + bias) rounded once to OutT, no C_in.
-// v14 takes it (no bias, no activation) for plain problems; v15 instantiates its kernel per kind.
+// The plain epilogue (kPlainEpilogue) is its no-bias, no-activation kind; a policy with
+// EpilogueKinds::kFused or kBench compiles a kernel per kind.
 template <class OutT, GemmActivation kAct, bool kBias>
 struct FusedEpilogue {
   using Out = OutT;
@@ -179,8 +189,8 @@ struct FusedEpilogue {
   static constexpr bool kHasBias = kBias;
 };
 
-// The epilogue read from GemmArgs at run time (C_in, bias, activation, output dtype): v12's
-// generic per-element path, or v14's plain one when Cfg::kPlainEpilogue and the problem has none.
+// The epilogue read from GemmArgs at run time (C_in, bias, activation, output dtype): the
+// generic per-element path, or the plain one when Cfg::kPlainEpilogue and the problem has none.
 struct RuntimeEpilogue {};
 
 template <class Epi>
@@ -284,8 +294,8 @@ __device__ __forceinline__ void epilogue_tma_store_fused(float alpha, const Tile
 }
 
 // The TMA-store epilogue of a warpgroup's 64 x kBlockN accumulators, by epilogue kind: a
-// FusedEpilogue's branch-free path; read at run time (RuntimeEpilogue), v14's plain path when
-// Cfg::kPlainEpilogue and the problem has no C_in, bias or activation, else v12's generic one.
+// FusedEpilogue's branch-free path; read at run time (RuntimeEpilogue), the plain path when
+// Cfg::kPlainEpilogue and the problem has no C_in, bias or activation, else the generic one.
 template <class Epi, class Cfg>
 __device__ __forceinline__ void epilogue_tma_store_tile(const GemmArgs& g, const TileBias<Epi, Cfg::kBlockN>& tile_bias,
                                                         float (&acc)[Cfg::kBlockN / 2], uint8_t* cbuf,
@@ -369,7 +379,7 @@ __device__ __forceinline__ void stream_k_add_partial(const StreamKWorkspace& ws,
   if (t == 0) flag.store(0, cuda::memory_order_relaxed);
 }
 
-// Epi: RuntimeEpilogue (every rung up to v14), or a FusedEpilogue that v15's host code picked.
+// Epi: RuntimeEpilogue, or the FusedEpilogue the host picked for the problem.
 // skw: the stream-K workspace (Cfg::kStreamK only).
 template <class T, bool kAMn, bool kBMn, class Cfg, class Epi = RuntimeEpilogue>
 __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
@@ -657,9 +667,9 @@ void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char*
   HK_CHECK_LAUNCH(name);
 }
 
-// Calls fn(Epi{}) with the epilogue kind a compile-time-epilogue rung (v15, v16) instantiates
-// for the problem: RuntimeEpilogue when it reads C_in (beta != 0), else the FusedEpilogue of its
-// output dtype, activation and bias.
+// Calls fn(Epi{}) with the epilogue kind of problem g when every kind is compiled
+// (EpilogueKinds::kFused): RuntimeEpilogue when it reads C_in (beta != 0), else the
+// FusedEpilogue of its output dtype, activation and bias.
 template <class Fn>
 void dispatch_epilogue(const GemmArgs& g, Fn&& fn) {
   if (g.c_in) {
@@ -681,15 +691,84 @@ void dispatch_epilogue(const GemmArgs& g, Fn&& fn) {
   else with_act(__nv_bfloat16{});
 }
 
-// Launches kernel_for(T{}, bool_constant<a_col>, bool_constant<b_col>) — the rung's kernel
-// instantiated for the problem's input dtype and layout.
-template <class Cfg, class KernelFor>
-void launch_hopper_dispatch(const GemmArgs& g, const char* rung, const char* name, cudaStream_t stream,
-                            KernelFor&& kernel_for) {
-  dispatch_input(g.in_dtype, rung, [&](auto t) {
-    dispatch_layout(g.a_col, g.b_col, [&](auto ac, auto bc) {
-      launch_hopper<Cfg>(kernel_for(t, ac, bc), g, name, stream);
-    });
+// The short name of policy P's rung ("v08" of "v08_wgmma_tma_pipeline").
+template <class P>
+std::string rung_tag() {
+  const std::string name = P::kName;
+  return name.substr(0, name.find('_'));
+}
+
+// Why a problem is outside EpilogueKinds::kBench (plain, bias + GeLU or ReLU; output dtype =
+// input dtype; no C_in), or "" when it is inside.
+inline std::string bench_epilogue_mismatch(bool c_in, DType in, DType out, GemmActivation act, bool bias) {
+  if (c_in) return "C_in (beta != 0)";
+  if (out != in) return std::string(to_string(out)) + " output from " + std::string(to_string(in)) + " inputs";
+  using A = GemmActivation;
+  if ((act == A::kNone && !bias) || (act == A::kGelu && bias) || (act == A::kRelu && !bias)) return "";
+  const std::string a = act == A::kRelu ? "ReLU" : act == A::kGelu ? "GeLU" : "no activation";
+  return a + (bias ? " with bias" : " without bias");
+}
+
+// Calls fn(Epi{}) with the epilogue kind of problem g among those policy P compiles (P::kEpilogues)
+// for input type T.
+template <class P, class T, class Fn>
+void dispatch_epilogue_kinds(const GemmArgs& g, Fn&& fn) {
+  if constexpr (P::kEpilogues == EpilogueKinds::kRuntime) {
+    fn(RuntimeEpilogue{});
+  } else if constexpr (P::kEpilogues == EpilogueKinds::kFused) {
+    dispatch_epilogue(g, fn);
+  } else {
+    static_assert(P::kEpilogues == EpilogueKinds::kBench);
+    using A = GemmActivation;
+    const std::string why =
+        bench_epilogue_mismatch(g.c_in != nullptr, g.in_dtype, g.out_dtype, g.act, g.bias != nullptr);
+    if (!why.empty()) HK_THROW(kNotSupported, "gemm/", P::kName, ": epilogue not instantiated: ", why);
+    if (g.act == A::kGelu) fn(FusedEpilogue<T, A::kGelu, true>{});
+    else if (g.act == A::kRelu) fn(FusedEpilogue<T, A::kRelu, false>{});
+    else fn(FusedEpilogue<T, A::kNone, false>{});
+  }
+}
+
+// Why policy P's kernels cannot run problem p, or "" when they can: first what the rung does
+// not instantiate (a teaching rung compiles what its ladder benchmark runs: the "nt" layout,
+// and with EpilogueKinds::kBench three epilogues), then TMA's rules (gemm_tma_supports).
+template <class P>
+std::string hopper_supports(const GemmProblem& p) {
+  if constexpr (!P::kEveryLayout) {
+    if (p.a_col || !p.b_col)
+      return "gemm: " + rung_tag<P>() + " is instantiated for the nt layout only (a teaching rung); got " + p.layout();
+  }
+  if constexpr (P::kEpilogues == EpilogueKinds::kBench) {
+    const std::string why = bench_epilogue_mismatch(p.beta != 0.0f, p.in_dtype, p.out_dtype, p.act, p.has_bias);
+    if (!why.empty())
+      return "gemm: " + rung_tag<P>() +
+             " is instantiated for its benchmark's epilogues only (a teaching rung: plain, bias + GeLU or ReLU, "
+             "output dtype = input dtype, no C_in); got " + why;
+  }
+  return gemm_tma_supports(p, P::kTmaStore);
+}
+
+// Launches policy P's kernel for input type T, layout (kACol, kBCol) and g's epilogue kind.
+// Declared here, defined in gemm/hopper_gemm_kernels.cuh: the translation unit that includes
+// that header and calls (or explicitly instantiates) it compiles the group's kernels.
+template <class P, class T, bool kACol, bool kBCol>
+void hopper_launch_group(const GemmArgs& g, cudaStream_t stream);
+
+// A wgmma rung's launcher: the group of g's input dtype and layout (the "nt" group only when
+// the rung does not compile every layout; hopper_supports declines the others).
+template <class P>
+void hopper_launch(const GemmArgs& g, cudaStream_t stream) {
+  dispatch_input(g.in_dtype, P::kName, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (P::kEveryLayout) {
+      dispatch_layout(g.a_col, g.b_col, [&](auto ac, auto bc) {
+        hopper_launch_group<P, T, decltype(ac)::value, decltype(bc)::value>(g, stream);
+      });
+    } else {
+      if (g.a_col || !g.b_col)
+        HK_THROW(kNotSupported, "gemm/", P::kName, ": instantiated for the nt layout only (a teaching rung)");
+      hopper_launch_group<P, T, false, true>(g, stream);
+    }
   });
 }
 

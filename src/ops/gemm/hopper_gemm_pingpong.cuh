@@ -1,4 +1,4 @@
-// gemm/hopper_gemm_pingpong.cuh — the Hopper GEMM with ping-pong consumer warpgroups (v16).
+// gemm/hopper_gemm_pingpong.cuh — the Hopper GEMM with ping-pong consumer warpgroups (kPingpong).
 //
 // hopper_gemm.cuh's consumers cooperate: both warpgroups compute 64-row halves of one 128 x 256
 // tile, finish its MMAs together and then both run the epilogue while the tensor cores idle.
@@ -25,7 +25,8 @@
 // One ring, filled in consumption order (all k-blocks of tile 0, then of tile 1, ...), rather
 // than a ring per warpgroup: the MMA phases are serial anyway (the ordering barrier), so one
 // ring gives each warpgroup all kStages slots of lookahead while it computes, the producer's
-// loop stays v15's, and the next tile's loads start as soon as the current tile's slots free up.
+// loop stays the cooperative body's, and the next tile's loads start as soon as the current
+// tile's slots free up.
 //
 // Invariants (p = ring position = i * k_blocks + kb, slot p % kStages, phase p / kStages):
 //  I1. The producer fills positions in order; it fills p after empty[slot] completed the phase
@@ -51,7 +52,8 @@
 //      and before this warpgroup waits for them: the other warpgroup's MMAs queue right behind.
 //  I5. No cycle: a warpgroup's releases of tile i depend only on full[] of tile i's positions,
 //      which depend only on releases of earlier positions; the ordering arrive is unconditional
-//      once the MMAs are issued. Cluster partners progress position by position as in v15.
+//      once the MMAs are issued. Cluster partners progress position by position as in the
+//      cooperative body.
 //  I6. A cluster partner whose tile lies past the last M block loads the last real block's A
 //      (clamped coordinate) and computes normally; its TMA stores are skipped (m_tile >= M).
 //  I7. Teardown: each consumer warpgroup's storing thread waits for all its bulk stores before
@@ -63,38 +65,21 @@
 
 namespace hk::gemm_impl {
 
-template <int kStages_, int kGroup_>
-struct PingpongConfig {
-  static constexpr int kBlockM = 64;   // one consumer warpgroup's tile: 64 rows (the wgmma M)
-  static constexpr int kBlockN = 256;  // wgmma m64n256k16: 128 f32 accumulators per thread
-  static constexpr int kBlockK = 64;   // NOTE: 64 x 2 bytes = 128 bytes, one row of the 128B swizzle
-  static constexpr int kStages = kStages_;
-  static constexpr int kCluster = 2;   // two CTAs stacked along M share (multicast) B
-  static constexpr bool kPersistent = true;
-  static constexpr bool kTmaStore = true;
-  static constexpr bool kPlainEpilogue = false;  // the host picks a FusedEpilogue for plain problems
-  static constexpr int kConsumers = 2;
-  static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kGroup = kGroup_;  // unit-rows (of 2 x 64 rows) per L2 group
-  static constexpr int kABytes = kBlockM * kBlockK * 2;  // (64, 64) 16-bit: 8 KB
-  static constexpr int kBBytes = kBlockN * kBlockK * 2;  // (256, 64) 16-bit: 32 KB
-  static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kCChunkBytes = 64 * 128;          // (64 rows, 128 bytes): one TMA store box
-  static constexpr int kCBytes = kConsumers * 2 * kCChunkBytes;  // per warpgroup, double-buffered
-  static constexpr int kBarrierBytes = 2 * kStages * 8;
-  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kCBytes + kBarrierBytes;  // +1024: alignment
-  static constexpr int kOrderBarrier = 3;  // named barriers 3, 4; epilogue_tma_store* use 1, 2
-  static_assert(kStages >= 2, "a slot is released one k-block late (one wgmma group in flight)");
-  static_assert(kBlockN % (64 * kCluster) == 0, "each CTA multicasts whole 64-wide boxes of B");
-  static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block on sm_90");
-  static_assert(128 * 40 + kConsumers * 128 * 232 <= 65536, "register file: 40 + 2 x 232 per lane");
-};
+// The ping-pong body's fixed choices; its policy (HopperConfig<P>) sets the rest.
+constexpr int kPingpongOrderBarrier = 3;  // named barriers 3, 4; epilogue_tma_store* use 1, 2
 
 // Epi: RuntimeEpilogue (problems with C_in) or the FusedEpilogue the host picked.
 template <class T, bool kAMn, bool kBMn, class Cfg, class Epi>
 __device__ __forceinline__ void hopper_gemm_pingpong_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
                                                           const CUtensorMap* tma_c, const GemmArgs& g) {
   constexpr int kBN = Cfg::kBlockN, kS = Cfg::kStages, kC = Cfg::kCluster;
+  // The policy's fixed parts (the body hard-codes them): 64-row warpgroup tiles of 256 columns,
+  // 2-CTA clusters sharing B, a persistent grid, TMA stores, one wgmma group in flight, slots
+  // released with the CTA-scope arrive, producer and consumer register budgets.
+  static_assert(Cfg::kBlockM == 64 && kBN == 256 && kC == 2, "64 x 256 warpgroup tiles, 2-CTA clusters");
+  static_assert(Cfg::kPersistent && Cfg::kTmaStore && Cfg::kMmaInFlight == 1 && Cfg::kCtaRelease && Cfg::kSetMaxNReg,
+                "the ping-pong body is persistent, stores with TMA, keeps one wgmma group in flight");
+  static_assert(!Cfg::kStreamK && !Cfg::kPlainEpilogue, "no stream-K; plain problems take a FusedEpilogue");
   extern __shared__ uint8_t hk_gemm_smem[];
   // NOTE: 128B-swizzled atoms must start 1024-byte aligned (descriptor base offset 0, and the
   // swizzle phase TMA and wgmma agree on is taken from address bits 7-9).
@@ -161,7 +146,7 @@ __device__ __forceinline__ void hopper_gemm_pingpong_body(const CUtensorMap* tma
     for (int64_t u = blockIdx.x / kC + cw * unit_step; u < units; u += 2 * unit_step, i += 2) {
       const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
       const uint32_t p0 = static_cast<uint32_t>(i) * static_cast<uint32_t>(k_blocks);  // first ring position
-      if (i > 0) named_barrier_sync(Cfg::kOrderBarrier + cw, 256);  // I3, I4: tile i - 1's MMAs are issued
+      if (i > 0) named_barrier_sync(kPingpongOrderBarrier + cw, 256);  // I3, I4: tile i - 1's MMAs are issued
       for (int kb = 0; kb < k_blocks; ++kb) {
         const uint32_t p = p0 + kb;
         const int s = static_cast<int>(p % kS);
@@ -177,7 +162,7 @@ __device__ __forceinline__ void hopper_gemm_pingpong_body(const CUtensorMap* tma
         if (kb > 0) release(p - 1);
       }
       // I4: the next tile's owner may issue its MMAs behind ours while we finish and store.
-      if (u + unit_step < units) named_barrier_arrive(Cfg::kOrderBarrier + (1 - cw), 256);
+      if (u + unit_step < units) named_barrier_arrive(kPingpongOrderBarrier + (1 - cw), 256);
       // A compile-time bias loads while the tile's last wgmma group still runs (else nothing).
       TileBias<Epi, kBN> tile_bias;
       tile_bias.load(g.bias, g.n, tc.n_block * kBN, t);
