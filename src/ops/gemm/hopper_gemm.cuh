@@ -4,7 +4,8 @@
 // One CTA = one producer warpgroup (a single thread issues TMA) + two consumer warpgroups, each
 // computing 64 rows of a 128 x kBlockN tile with wgmma m64nNk16 from shared memory. A ring of
 // kStages shared-memory slots, each holding a (128 x 64) A tile and a (kBlockN x 64) B tile in
-// the 128-byte-swizzled layout, is handed back and forth through two mbarriers per slot:
+// the 128-byte-swizzled layout, is handed back and forth through two mbarriers per slot
+// (hk::PipelineRing, common/pipeline.cuh):
 //   full[s]  — 1 arrival (the producer's expect_tx) + the slot's bytes from TMA
 //   empty[s] — one arrival per consumer warp of every CTA that reads the slot
 // The features a policy switches on:
@@ -56,6 +57,7 @@
 #include <type_traits>
 
 #include "common/launch.cuh"
+#include "common/pipeline.cuh"
 #include "common/ptx/cluster.cuh"
 #include "common/ptx/mbarrier.cuh"
 #include "common/ptx/named_barrier.cuh"
@@ -90,7 +92,7 @@ struct HopperConfig : P {
   static constexpr int kCChunkBytes = 64 * 128;             // (64 rows, 128 bytes): one TMA store box
   static constexpr int kCBytes = P::kTmaStore ? kConsumers * 2 * kCChunkBytes : 0;  // double-buffered
   static constexpr int kBarrierBytes =
-      2 * P::kStages * 8 + (P::kStreamK ? 64 : 0);  // full/empty barriers + stream-K's piece table
+      PipelineRing<P::kStages>::kBarrierBytes + (P::kStreamK ? 64 : 0);  // + stream-K's piece table
   static constexpr int kSmemBytes = 1024 + P::kStages * kStageBytes + kCBytes + kBarrierBytes;  // +1024: alignment
   static_assert(!P::kPlainEpilogue || P::kTmaStore, "the plain epilogue is a TMA-store epilogue");
   static_assert(!P::kStreamK || (P::kPersistent && P::kMmaInFlight == 1),
@@ -398,6 +400,13 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
   uint64_t* full = reinterpret_cast<uint64_t*>(sc + Cfg::kCBytes);
   uint64_t* empty = full + kS;
   auto* sk_pieces = reinterpret_cast<typename StreamKSplit::Pieces*>(empty + kS);  // kStreamK only
+  // NOTE: the ring takes the two pointers above rather than PipelineRing::at(sc + kCBytes):
+  // deriving them (and the piece table's address) through at() changes how cicc computes the
+  // stream-K kernels' shared-memory addresses, and with them their SASS (scheduling, register
+  // allocation; up to 4% fewer instructions in the bias kernels, not measured). Built this
+  // way every kernel's SASS is the one measured before the ring existed.
+  const PipelineRing<kS> ring{full, empty};
+  using RingPos = PipelineState<kS, int>;  // ring position: slot and phase of k-block `it`
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   const uint32_t rank = kC > 1 ? ptx::cluster_ctarank() : 0;
@@ -413,11 +422,7 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
 
   if (threadIdx.x == 0) {
     if constexpr (Cfg::kStreamK) split.pieces(cluster_id, *sk_pieces);
-    for (int s = 0; s < kS; ++s) {
-      ptx::mbar_init(&full[s], 1);
-      ptx::mbar_init(&empty[s], Cfg::kConsumers * 4 * kC);  // every consumer warp of every CTA
-    }
-    ptx::mbar_fence_init();
+    ring.init(Cfg::kConsumers * 4 * kC);  // empty[]: every consumer warp of every CTA
     ptx::prefetch_tensor_map(tma_a);
     ptx::prefetch_tensor_map(tma_b);
     if constexpr (Cfg::kTmaStore) ptx::prefetch_tensor_map(tma_c);
@@ -429,28 +434,29 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
     // ---- producer: one thread issues every TMA load ----
     if constexpr (Cfg::kSetMaxNReg) ptx::setmaxnreg_dec<40>();
     if (t == 0) {
-      int it = 0;
+      RingPos it;
       split.for_each_piece(cluster_id, sk_pieces, [&](int64_t u, int kb0, int kb1) {
         const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
         // A cluster partner past the last M block loads the last real block instead.
         const int32_t m0 = static_cast<int32_t>(std::min<int64_t>(tc.m_block, m_blocks - 1) * Cfg::kBlockM);
         const int32_t n0 = static_cast<int32_t>(tc.n_block * kBN), bz = static_cast<int32_t>(tc.batch);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
-          const int s = it % kS;
-          ptx::mbar_wait(&empty[s], ((it / kS) & 1) ^ 1);
-          ptx::mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);  // both halves of B included
+          const int s = it.stage();
+          ring.producer_acquire(it);
+          ring.producer_expect_tx(it, Cfg::kStageBytes);  // both halves of B included
+          uint64_t* full_bar = ring.full_barrier(it);
           const int32_t k0 = kb * Cfg::kBlockK;
           uint8_t* a_dst = sa + s * Cfg::kABytes;
           if constexpr (!kAMn) {
-            ptx::tma_load_3d(a_dst, tma_a, k0, m0, bz, &full[s]);  // box (64 K, 128 M)
+            ptx::tma_load_3d(a_dst, tma_a, k0, m0, bz, full_bar);  // box (64 K, 128 M)
           } else {
 #pragma unroll
             for (int j = 0; j < Cfg::kBlockM / 64; ++j) {  // boxes (64 M, 64 K), 8 KB apart
               const int32_t mj = m0 + 64 * j < g.m ? m0 + 64 * j : m0;
-              ptx::tma_load_3d(a_dst + j * 8192, tma_a, mj, k0, bz, &full[s]);
+              ptx::tma_load_3d(a_dst + j * 8192, tma_a, mj, k0, bz, full_bar);
             }
           }
-          tma_load_b_share<kBMn, Cfg>(sb + s * Cfg::kBBytes, tma_b, n0, k0, bz, &full[s], rank, g.n);
+          tma_load_b_share<kBMn, Cfg>(sb + s * Cfg::kBBytes, tma_b, n0, k0, bz, full_bar, rank, g.n);
         }
       });
     }
@@ -459,22 +465,22 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
     if constexpr (Cfg::kSetMaxNReg) ptx::setmaxnreg_inc<232>();
     const int cw = wg - 1;  // 64-row half of the tile
     float acc[kBN / 2];     // (64, kBN) f32 accumulators, fragment layout in wgmma.cuh
-    int it = 0;
-    // This warp is done reading slot s: lane r tells CTA r's producer.
-    auto release = [&](int s) {
+    RingPos it;
+    // This warp is done reading the slot of position p: lane r tells CTA r's producer.
+    auto release = [&](RingPos p) {
       if constexpr (kC == 1) {
-        if (t % 32 == 0) ptx::mbar_arrive(&empty[s]);
+        if (t % 32 == 0) ring.consumer_release(p);
       } else if constexpr (Cfg::kCtaRelease) {
-        if (t % 32 < kC) ptx::mbar_arrive_cluster_cta(&empty[s], t % 32);
+        if (t % 32 < kC) ring.consumer_release_peer(p, t % 32);
       } else {
-        if (t % 32 < kC) ptx::mbar_arrive_cluster(&empty[s], t % 32);
+        if (t % 32 < kC) ring.consumer_release_peer_cluster_scope(p, t % 32);
       }
     };
     split.for_each_piece(cluster_id, sk_pieces, [&](int64_t u, int kb0, int kb1) {
       const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
-        const int s = it % kS;
-        ptx::mbar_wait(&full[s], (it / kS) & 1);
+        const int s = it.stage();
+        ring.consumer_wait(it);
         const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa + s * Cfg::kABytes)) + cw * 8192;
         const uint32_t b_base = static_cast<uint32_t>(__cvta_generic_to_shared(sb + s * Cfg::kBBytes));
         ptx::wgmma_fence();
@@ -483,12 +489,12 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
         if constexpr (Cfg::kMmaInFlight == 0) {
           ptx::wgmma_wait_group<0>();
           ptx::wgmma_fence_operands(acc);
-          release(s);
+          release(it);
         } else {
           // k-block kb's group stays in flight; kb - 1's has finished reading its slot.
           ptx::wgmma_wait_group<1>();
           ptx::wgmma_fence_operands(acc);
-          if (kb > kb0) release((it - 1) % kS);
+          if (kb > kb0) release(it - 1);
         }
       }
       // A compile-time bias loads here, while the tile's last wgmma group still runs (with one in
@@ -498,7 +504,7 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
       if constexpr (Cfg::kMmaInFlight == 1) {
         ptx::wgmma_wait_group<0>();  // the accumulators are complete before the epilogue reads them
         ptx::wgmma_fence_operands(acc);
-        if (kb1 > kb0) release((it - 1) % kS);
+        if (kb1 > kb0) release(it - 1);
       }
       if constexpr (Cfg::kStreamK) {
         // A piece without the tile's last k-block leaves a partial; the one with it adds the

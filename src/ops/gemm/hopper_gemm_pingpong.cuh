@@ -88,8 +88,8 @@ __device__ __forceinline__ void hopper_gemm_pingpong_body(const CUtensorMap* tma
   uint8_t* sa = smem;                    // (kS, 64 x 64) A slots
   uint8_t* sb = sa + kS * Cfg::kABytes;  // (kS, 256 x 64) B slots
   uint8_t* sc = sb + kS * Cfg::kBBytes;  // (2 consumers, 2 buffers) C chunks
-  uint64_t* full = reinterpret_cast<uint64_t*>(sc + Cfg::kCBytes);
-  uint64_t* empty = full + kS;
+  const PipelineRing<kS> ring = PipelineRing<kS>::at(sc + Cfg::kCBytes);  // full[kS], empty[kS]
+  using RingPos = PipelineState<kS, uint32_t>;  // ring position p (wraps mod 2^32: kS divides 2^32)
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   const uint32_t rank = ptx::cluster_ctarank();
@@ -101,11 +101,7 @@ __device__ __forceinline__ void hopper_gemm_pingpong_body(const CUtensorMap* tma
   const int k_blocks = static_cast<int>((g.k + Cfg::kBlockK - 1) / Cfg::kBlockK);
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kS; ++s) {
-      ptx::mbar_init(&full[s], 1);
-      ptx::mbar_init(&empty[s], 4 * kC);  // I2: the owning warpgroup's 4 warps, in every CTA
-    }
-    ptx::mbar_fence_init();
+    ring.init(4 * kC);  // I2: the owning warpgroup's 4 warps, in every CTA
     ptx::prefetch_tensor_map(tma_a);
     ptx::prefetch_tensor_map(tma_b);
     ptx::prefetch_tensor_map(tma_c);
@@ -116,20 +112,21 @@ __device__ __forceinline__ void hopper_gemm_pingpong_body(const CUtensorMap* tma
     // ---- producer: one thread issues every TMA load, tile after tile (I1) ----
     ptx::setmaxnreg_dec<40>();
     if (t == 0) {
-      uint32_t it = 0;  // ring position; wraps mod 2^32 like the consumers' (kS divides 2^32)
+      RingPos it;  // ring position
       for (int64_t u = blockIdx.x / kC; u < units; u += unit_step) {
         const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
         const int32_t m0 = static_cast<int32_t>(std::min<int64_t>(tc.m_block, m_blocks - 1) * Cfg::kBlockM);  // I6
         const int32_t n0 = static_cast<int32_t>(tc.n_block * kBN), bz = static_cast<int32_t>(tc.batch);
         for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-          const int s = static_cast<int>(it % kS);
-          ptx::mbar_wait(&empty[s], ((it / kS) & 1) ^ 1);
-          ptx::mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);  // A + both halves of B
+          const int s = it.stage();
+          ring.producer_acquire(it);
+          ring.producer_expect_tx(it, Cfg::kStageBytes);  // A + both halves of B
+          uint64_t* full = ring.full_barrier(it);
           const int32_t k0 = kb * Cfg::kBlockK;
           // A: K-major is one box (64 K, 64 M); MN-major one box (64 M, 64 K).
-          if constexpr (!kAMn) ptx::tma_load_3d(sa + s * Cfg::kABytes, tma_a, k0, m0, bz, &full[s]);
-          else ptx::tma_load_3d(sa + s * Cfg::kABytes, tma_a, m0, k0, bz, &full[s]);
-          tma_load_b_share<kBMn, Cfg>(sb + s * Cfg::kBBytes, tma_b, n0, k0, bz, &full[s], rank, g.n);
+          if constexpr (!kAMn) ptx::tma_load_3d(sa + s * Cfg::kABytes, tma_a, k0, m0, bz, full);
+          else ptx::tma_load_3d(sa + s * Cfg::kABytes, tma_a, m0, k0, bz, full);
+          tma_load_b_share<kBMn, Cfg>(sb + s * Cfg::kBBytes, tma_b, n0, k0, bz, full, rank, g.n);
         }
       }
     }
@@ -139,18 +136,18 @@ __device__ __forceinline__ void hopper_gemm_pingpong_body(const CUtensorMap* tma
     const int cw = wg - 1;
     float acc[kBN / 2];  // (64, kBN) f32 accumulators, fragment layout in wgmma.cuh
     // This warp is done reading position p's slot: lane r tells CTA r's producer (I2).
-    auto release = [&](uint32_t p) {
-      if (t % 32 < kC) ptx::mbar_arrive_cluster_cta(&empty[p % kS], t % 32);
+    auto release = [&](RingPos p) {
+      if (t % 32 < kC) ring.consumer_release_peer(p, t % 32);
     };
     int64_t i = cw;  // the CTA-local index of tile u
     for (int64_t u = blockIdx.x / kC + cw * unit_step; u < units; u += 2 * unit_step, i += 2) {
       const sched::TileCoord tc = sched.tile(u, static_cast<int>(rank));
-      const uint32_t p0 = static_cast<uint32_t>(i) * static_cast<uint32_t>(k_blocks);  // first ring position
+      const RingPos p0{static_cast<uint32_t>(i) * static_cast<uint32_t>(k_blocks)};  // first ring position
       if (i > 0) named_barrier_sync(kPingpongOrderBarrier + cw, 256);  // I3, I4: tile i - 1's MMAs are issued
       for (int kb = 0; kb < k_blocks; ++kb) {
-        const uint32_t p = p0 + kb;
-        const int s = static_cast<int>(p % kS);
-        ptx::mbar_wait(&full[s], (p / kS) & 1);
+        const RingPos p = p0 + kb;
+        const int s = p.stage();
+        ring.consumer_wait(p);
         const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa + s * Cfg::kABytes));
         const uint32_t b_base = static_cast<uint32_t>(__cvta_generic_to_shared(sb + s * Cfg::kBBytes));
         ptx::wgmma_fence();
