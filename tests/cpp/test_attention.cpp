@@ -144,9 +144,11 @@ TEST(AttentionDispatch, PicksByShape) {
     if (pad) p.str_q = {1000 * 8 * (d + pad), 8 * (d + pad), d + pad};
     return reg.pick(p).name();
   };
-  EXPECT_EQ(pick(64, false), "v03_fa2_mma_sync");
-  EXPECT_EQ(pick(128, false), "v03_fa2_mma_sync");
-  EXPECT_EQ(pick(128, false, 8), "v03_fa2_mma_sync");  // padded rows, still 16-byte multiples
+  EXPECT_EQ(pick(64, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(128, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(128, false, 8), "v05_wgmma_tma");  // padded rows, still 16-byte multiples
+  EXPECT_EQ(pick(96, false), "v03_fa2_mma_sync");
+  EXPECT_EQ(pick(32, false), "v03_fa2_mma_sync");
   EXPECT_EQ(pick(128, false, 3), "v02_online_softmax");
   EXPECT_EQ(pick(256, false), "v02_online_softmax");
   EXPECT_EQ(pick(40, false), "v02_online_softmax");
@@ -155,7 +157,8 @@ TEST(AttentionDispatch, PicksByShape) {
   EXPECT_EQ(pick(37, true), "v02_online_softmax");
   AttentionProblem one(1, 64, 64, 2, 2, 64, DType::kBF16);
   one.str_q.b = 3;  // batch of extent 1: its stride is never used
-  EXPECT_EQ(reg.pick(one).name(), "v03_fa2_mma_sync");
+  EXPECT_EQ(reg.pick(one).name(), "v05_wgmma_tma");
+  EXPECT_FALSE(reg.variant("attention", "v06_pingpong_overlap")->is(hk::kFlagProduction));
   AttentionProblem misaligned(1, 64, 64, 2, 2, 64, DType::kBF16);
   misaligned.align_bytes = 4;
   EXPECT_EQ(reg.pick(misaligned).name(), "v02_online_softmax");

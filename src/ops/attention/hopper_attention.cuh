@@ -532,10 +532,14 @@ inline std::string hopper_attention_supports(const AttentionProblem& p, const ch
     return r + " is built for D = 64 and 128, got D=" + std::to_string(p.head_dim);
   if (p.seqlen_k < 1) return r + " needs Sk >= 1 (a TMA extent), got Sk=0";
   if (p.align_bytes < 16) return r + " needs 16-byte aligned operands (TMA)";
-  for (const AttnStrides* s : {&p.str_q, &p.str_k, &p.str_v})
-    if (s->b % 8 || s->s % 8 || s->h % 8)
-      return r + " needs q, k, v strides that are multiples of 8 elements (TMA's 16 bytes)";
-  if (p.str_o.b % 2 || p.str_o.s % 2 || p.str_o.h % 2) return r + " stores o in pairs: even o strides";
+  // A dimension of extent 1 is never stepped over: its stride is not TMA's business.
+  auto bad = [&](const AttnStrides& s, int64_t seq, int64_t heads, int64_t m) {
+    return (p.batch > 1 && s.b % m) || (seq > 1 && s.s % m) || (heads > 1 && s.h % m);
+  };
+  if (bad(p.str_q, p.seqlen_q, p.heads_q, 8) || bad(p.str_k, p.seqlen_k, p.heads_kv, 8) ||
+      bad(p.str_v, p.seqlen_k, p.heads_kv, 8))
+    return r + " needs q, k, v strides that are multiples of 8 elements (TMA's 16 bytes)";
+  if (bad(p.str_o, p.seqlen_q, p.heads_q, 2)) return r + " stores o in pairs: even o strides";
   for (int64_t v : {p.batch, p.heads_q})
     if (v > 65535) return r + "'s grid takes B and Hq up to 65535";
   for (int64_t v : {p.seqlen_q, p.seqlen_k})
