@@ -13,6 +13,34 @@
 
 namespace hktest {
 
+// Every problem the tests and `hk bench` (quick and full suites) pose: the public op's dispatch
+// chooses a production rung for it, with a reason. No device is needed: supports() checks the
+// SM only when a GPU is present.
+inline void expect_production_choice(const std::string& family) {
+  auto& reg = hk::Registry::get();
+  const hk::Family* f = reg.family(family);
+  ASSERT_NE(f, nullptr) << family;
+  ASSERT_TRUE(reg.has_dispatch(family)) << family;
+  std::vector<hk::ProblemPtr> problems = f->test_problems();
+  for (bool quick : {true, false}) {
+    hk::BenchSelect sel;
+    sel.quick = quick;
+    for (auto& p : f->bench_problems(sel)) problems.push_back(p);
+  }
+  ASSERT_FALSE(problems.empty()) << family;
+  for (auto& p : problems) {
+    try {
+      hk::Choice c = reg.choose(*p);
+      ASSERT_NE(c.variant, nullptr) << family << " " << p->key();
+      EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << family << " " << p->key() << ": " << c.variant->name();
+      EXPECT_FALSE(c.why.empty()) << family << " " << p->key() << ": " << c.variant->name();
+    } catch (const hk::Error& e) {
+      ADD_FAILURE() << family << " " << p->key() << ": " << e.what();
+    }
+  }
+}
+
+
 // A fake, never-dereferenced device address: validation must reject before any launch.
 inline void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t(1) << 40 | offset); }
 
