@@ -1,6 +1,6 @@
 // common/row_checks.hpp — host-side validation shared by the public entry points of the
 // row-wise families (rmsnorm, weighted_sum, the broadcast ops): typed hk::Errors that name the
-// op, the operand and the values received (DESIGN.md §5).
+// op, the operand and the values received (docs/design.md §5).
 #pragma once
 
 #include <memory>
@@ -90,7 +90,7 @@ inline int row_alignment(int base_align, std::initializer_list<int64_t> ld_bytes
 // Tolerance pieces shared by the row-wise families. out_rel: one rounding to the output dtype.
 // acc_rel: the f32 error of an n-term sum relative to the sum's natural scale (sqrt(n) times a
 // term for random-sign terms): a strided or tree sum grows its rounding error like sqrt(n)
-// ulps, so tolerances scale with sqrt(length) (the DESIGN.md §5 choice these families make).
+// ulps, so tolerances scale with sqrt(length) (the docs/design.md §5 choice these families make).
 inline double out_rel(DType dt) {
   switch (dt) {
     case DType::kF32: return 1e-5;

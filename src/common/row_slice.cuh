@@ -95,7 +95,7 @@ __device__ __forceinline__ void widen(const Vec<T, N>& v, float (&f)[N]) {
 // pass over a bf16 slice. NOTE: opaque() is an empty asm, so ptxas (after NVVM) still sees the
 // same registers and shares the second pass's widening with the first, keeping the slice live
 // as f32 across a reduction; different instructions cannot be shared, so the first pass's f32
-// copies die after it (sweep_rows, session 4: what kept the smem-dg backward in 64 registers).
+// copies die after it (a sweep of row kernels, 2026-11-29: what kept the smem-dg backward in 64 registers).
 template <class T, int N>
 __device__ __forceinline__ void widen_alt(const Vec<T, N>& v, float (&f)[N]) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {

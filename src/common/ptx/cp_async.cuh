@@ -57,7 +57,7 @@ __device__ __forceinline__ void cp_async_tile(T* dst, const T* src, int64_t ld, 
     if (in && left < kElems) {
       // The row's last, partial chunk: element loads and a plain shared store (published by the
       // same barrier as the copies). A short cp.async reads only src_bytes, but memcheck counts
-      // all 16 and flags the matrix's last row (session 6, call 3: gemm v05 at K = 127).
+      // all 16 and flags the matrix's last row (compute-sanitizer memcheck, 2026-11-29: gemm v05 at K = 127).
       alignas(16) T v[kElems];
 #pragma unroll
       for (int e = 0; e < kElems; ++e) v[e] = e < left ? src[gr * ld + gc + e] : T(0.0f);

@@ -270,7 +270,7 @@ class BroadcastFamily final : public Family {
     for (auto& s : sel.shapes) shapes.push_back(parse_shape(s));
     if (shapes.empty()) {
       shapes = {{16384, 8192}};
-      if (!sel.quick) shapes.push_back({4, int64_t(1) << 26});  // few long rows (issue #3's second shape)
+      if (!sel.quick) shapes.push_back({4, int64_t(1) << 26});  // few long rows
     }
     std::vector<DType> dtypes = sel.dtypes;
     if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF32};

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThr) row_scale_relu_v03_peeled_kernel(const T
 // 16384 partials of a 2^26-element row): thread t adds partials t, t + kT, ... in order, then
 // one warp or block reduction. NOTE: a 1024-thread block per row for every S (the first form)
 // cost 16384 such blocks at 16384x8192 bf16 (S = 2): 277 us, against 201 us with the column-sum
-// helper before it (H200, session 4).
+// helper before it (H200, 2026-11-29).
 template <class T, int kT>
 __global__ void __launch_bounds__(kT == 32 ? 256 : kT) row_scale_relu_v03_dy_kernel(const float* __restrict__ part,
                                                                                   T* __restrict__ dy, int64_t n1,

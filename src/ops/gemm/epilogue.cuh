@@ -3,7 +3,7 @@
 //
 // Here the output dtype is a run-time switch (uniform across the grid, outside the K loop), so a
 // rung that reads its epilogue from GemmArgs compiles one kernel per input dtype and layout
-// (DESIGN.md §7: build time); the fused-epilogue rungs compile a kernel per epilogue kind
+// (docs/design.md §7: build time); the fused-epilogue rungs compile a kernel per epilogue kind
 // instead (hopper_gemm.cuh), one (input dtype, layout) group per translation unit.
 #pragma once
 

@@ -20,7 +20,7 @@
 // segment s and stored at its end, one barrier per segment, outside B's cp.async groups.
 // NOTE: measured on the H200 at 16x8192x8192: with B double-buffered in registers (16 KB per
 // warp, 128 KB per SM at most) 42.1 us = 0.84x cuBLAS, B at ~3.2 TB/s, both with one A buffer
-// and with two (session 5): the bytes in flight, not the segment boundaries, set the rate.
+// and with two (2026-11-29): the bytes in flight, not the segment boundaries, set the rate.
 //
 // The k-permutation: mma.m16n8k16's B fragment gives lane (g = lane/4, t = lane%4) the k
 // values {2t, 2t+1, 2t+8, 2t+9} of column g. Here lane (g, t) loads actual k 8t..8t+7 of its
@@ -62,7 +62,7 @@ struct Tile {
   static constexpr int kBlockN = kWarps * kNTiles * 8;        // 256 or 128 columns per CTA
   static_assert(kSegK % kIterK == 0, "whole iterations per A segment");
 };
-// NOTE: measured on the H200 (session 3, 256-column tiles, 4-CTA clusters): 99.5 µs at M = 64
+// NOTE: measured on the H200 (2026-11-29, 256-column tiles, 4-CTA clusters): 99.5 µs at M = 64
 // against 55.3 at M = 16, where the single register buffer that 64 accumulators per thread left
 // room for lost to v15 (81.6; B then in registers): the rung takes M <= 32.
 constexpr int kMaxM = 32;
@@ -291,7 +291,7 @@ std::array<int, kMaxCluster + 1> active_clusters(Kernel kernel, int smem) {
 // the waves of clusters times one CTA's time, its share of K in iterations plus kCtaOverhead.
 // A CTA's rate is capped per SM (~17 B/clk of HBM reads: docs/hardware/h200.md), so time follows
 // a CTA's bytes, and clusters beyond what the GPCs hold at once run as further waves.
-// NOTE: measured on the H200 (session 6, call 1) at 8x28672x4096 bf16, with the cost counting
+// NOTE: measured on the H200 (2026-11-29) at 8x28672x4096 bf16, with the cost counting
 // iterations only: the plan was 128-column CTAs in clusters of 8, 14 waves of CTAs that stream 2
 // iterations each, 116.8 us (0.52x cuBLAS); one wave of 32-iteration CTAs ran 72.9 us, two waves
 // of 16 (s = 2) 83.7 us and four of 8 (s = 4) 97.1 us: ~5 iterations' worth per CTA of fill,

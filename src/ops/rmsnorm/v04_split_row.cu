@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_partial_kernel(const T* 
 // row, lane l adding partials l, l + 32, ... in order, then a shuffle tree (deterministic).
 // NOTE: one thread per row (the previous form) summed 4 x 2^26's ~528 partials per row as a
 // serial chain of L2 loads on 4 threads of the whole GPU (rmsnorm at 4 x 2^26 measured 34% of
-// copy against a 67% bound, H200 session 4; this kernel's share was not measured).
+// copy against a 67% bound, H200, 2026-11-29; this kernel's share was not measured).
 template <bool kBwd>
 __global__ void __launch_bounds__(kThreads) rmsnorm_v04_finalize_kernel(const float* __restrict__ part, int64_t rows,
                                                                         int64_t S, int64_t dim, float eps,

@@ -15,7 +15,7 @@
 // Needs: forward; 16-byte aligned row starts (base and row strides); D a multiple of 16 bytes,
 // at most 2048 16-byte vectors. Otherwise supports() says why. Shorter rows (<= 128 vectors)
 // and fewer than 512 rows run correctly but leave SMs idle (pipelined_rows::suits).
-// Measured (H200, session 3): 87.4% of copy at 16384x8192 bf16, 88.2% f32, against v03's 85.2% and
+// Measured (H200, 2026-11-29): 87.4% of copy at 16384x8192 bf16, 88.2% f32, against v03's 85.2% and
 // 87.6%. Ladder-only: v06_bulk_row serves every problem this rung suits (94.9% vs 85.3% of copy
 // at 16384x8192 bf16, H200, 2026-11-29; rmsnorm/dispatch.cpp).
 // Run:   hk bench rmsnorm --variant v05_pipelined_rows --shape 16384x8192

@@ -16,7 +16,7 @@
 // destination and size are multiples of 16 bytes); D * sizeof(T) a multiple of 16 and at most
 // 224 KiB (shared memory). Otherwise supports() says why. Rows of <= 128 vectors run correctly
 // but leave most of a block idle: rmsnorm/dispatch.cpp sends them to v03 (warp per row).
-// Measured (standalone sweep, H200, 2026-11-29, /work/sweep/sweep_rows.cu kernel
+// Measured (a standalone sweep of row kernels, H200, 2026-11-29, kernel
 // rms_fwd_bulk_kernel "e3'", not the library bench): 96.3% of copy at 16384x8192 bf16 (256
 // threads), 96.7% f32 (512 threads), against v05's 86.6% / 87.1% in the same run.
 // Run:   hk bench rmsnorm --variant v06_bulk_row --shape 16384x8192

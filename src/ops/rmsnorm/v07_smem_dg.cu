@@ -22,7 +22,7 @@
 // of 16, at most 2048 16-byte vectors (32 KiB). Otherwise supports() says why. Rows of <= 128
 // vectors run correctly but leave most of a row group idle: rmsnorm/dispatch.cpp sends them to
 // v03 (warp per row).
-// Measured (standalone sweep, H200, 2026-11-29, /work/sweep/sweep_rows.cu kernel
+// Measured (a standalone sweep of row kernels, H200, 2026-11-29, kernel
 // rms_bwd_smemdg_kernel, not the library bench; dg's second kernel counted in time): 81.1% of
 // copy at 16384x8192 bf16 ("b", 2 groups x 512 threads x 2 vectors), 80.6% f32 ("c", 1 group x
 // 512 x 4 with prefetch), against v03's 77.0% / 79.6% in the same run.

@@ -120,8 +120,8 @@ Tolerance SoftmaxProblem::tolerance(int) const {
   // holds a 1e4 (measured on the H200: v03_online 6x8193 f32 missed the former 2e-6/T floor by
   // 4% in that row: error 2.54e-10 on a dot of ~2.4).
   // The row's f32 sum (forward) or dot (backward) adds rows::acc_rel(T), the sqrt(T)-growth
-  // every row family allows for an n-term f32 sum (DESIGN.md section 5): at T = 2^26 an f32
-  // softmax's sum is good to ~4e-4 (H200, session 4: v01/v03 f32 at 4 x 2^26 were off by 4.3e-4
+  // every row family allows for an n-term f32 sum (docs/design.md §5): at T = 2^26 an f32
+  // softmax's sum is good to ~4e-4 (H200, 2026-11-29: v01/v03 f32 at 4 x 2^26 were off by 4.3e-4
   // in row 2 against the former fixed 2e-5).
   const double dot_scale = 2.0 + (rows >= 3 ? 2e4 / double(cols) : 0.0);
   const double dot_floor = backward ? 2.0 / double(cols) * 16 * 0x1p-24 * dot_scale : 0.0;
