@@ -17,13 +17,7 @@
 
 #include <cstdint>
 
-#ifndef HK_HOST_DEVICE
-#if defined(__CUDACC__)
-#define HK_HOST_DEVICE __host__ __device__
-#else
-#define HK_HOST_DEVICE
-#endif
-#endif
+#include "common/host_device.hpp"
 
 namespace hk::ptx {
 

@@ -5,13 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define HK_HOST_DEVICE __host__ __device__
-#define HK_HOST_DEVICE_INLINE __host__ __device__ __forceinline__  // e.g. a loop whose body is a kernel's
-#else
-#define HK_HOST_DEVICE
-#define HK_HOST_DEVICE_INLINE inline
-#endif
+#include "common/host_device.hpp"
 
 namespace hk::ptx {
 

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "common/ptx/smem_desc.hpp"  // HK_HOST_DEVICE, HK_HOST_DEVICE_INLINE
+#include "common/host_device.hpp"
 
 namespace hk::sched {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "common/ptx/smem_desc.hpp"  // HK_HOST_DEVICE
+#include "common/host_device.hpp"
 
 namespace hk::sched {
 

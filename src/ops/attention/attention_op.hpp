@@ -22,13 +22,7 @@
 #include "hk/ops/attention.hpp"
 #include "hk/registry.hpp"
 
-#ifndef HK_HOST_DEVICE
-#if defined(__CUDACC__)
-#define HK_HOST_DEVICE __host__ __device__
-#else
-#define HK_HOST_DEVICE
-#endif
-#endif
+#include "common/host_device.hpp"
 
 namespace hk {
 
