@@ -64,32 +64,39 @@ def peers_block(docs):
     for d in docs:
         out.append(f"**{d.get('gpu', '?')}**, driver {d.get('driver', '?')}, torch {d.get('torch', '?')}, commit "
                    f"`{short_sha(d.get('hopperkit_git_sha'))}`, {d.get('date', '?').replace('T', ' ').replace('Z', ' UTC')}; "
-                   f"L2 swept before every sample, candidates interleaved in one process. "
+                   f"L2 swept before every sample"
+                   f"{', host work overlapped by a spin kernel' if d.get('options', {}).get('spin_us') else ''}, "
+                   f"candidates interleaved in one process. "
                    f"Command: `{d.get('command', 'python -m hopperkit.bench')}` (`{d['_path']}`).\n")
         peers = []
         for r in d["rows"]:
             if r["variant"] not in ("hopperkit", "torch") and r["variant"] not in peers:
                 peers.append(r["variant"])
         head = "| op | problem | hopperkit µs | torch µs | " + " | ".join(f"{p} µs" for p in peers) + \
-               " | vs torch | vs best peer |"
+               " | vs torch | vs best peer | host µs per call (hopperkit / torch) |"
         out.append(head)
-        out.append("|---|---|" + "---:|" * (4 + len(peers)))
+        out.append("|---|---|" + "---:|" * (5 + len(peers)))
         groups = {}
         for r in d["rows"]:
             groups.setdefault((r["op"], r["problem"]), {})[r["variant"]] = r
         for (op, prob), g in groups.items():
             ours = g.get("hopperkit", {})
             if ours.get("status") != "ok":
-                out.append(f"| {op} | {prob} | {ours.get('status', 'n/a')} |" + " |" * (3 + len(peers)))
+                out.append(f"| {op} | {prob} | {ours.get('status', 'n/a')} |" + " |" * (4 + len(peers)))
                 continue
 
             def us(name):
                 r = g.get(name)
                 return f"{r['median_us']:.1f}" if r and "median_us" in r else "—"
 
+            def host(name):
+                r = g.get(name)
+                return f"{r['host_us']:.0f}" if r and "host_us" in r else "—"
+
             cells = " | ".join(us(p) for p in peers)
             out.append(f"| {op} | {prob} | {us('hopperkit')} | {us('torch')} | {cells} | "
-                       f"{ours['speedup_vs_baseline']:.2f}x | {ours['vs_best_peer']:.2f}x |")
+                       f"{ours['speedup_vs_baseline']:.2f}x | {ours['vs_best_peer']:.2f}x | "
+                       f"{host('hopperkit')} / {host('torch')} |")
         out.append("")
     return "\n".join(out)
 

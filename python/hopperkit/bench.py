@@ -5,7 +5,9 @@
 eager and ``torch.compile`` of the same expression, at each family's benchmark shapes and dtypes.
 The candidates of a row are timed interleaved in one process — sample r of every candidate
 before sample r + 1 of any — each sample after the L2 is swept by writing a buffer twice its
-size, so a ratio compares calls measured under the same clocks. Outputs are checked against
+size and a ~300 µs spin kernel queued so the host's work for the call overlaps the device's
+(``median_us`` is device time; ``host_us`` the host's time to issue the call, reported beside
+it), so a ratio compares calls measured under the same clocks. Outputs are checked against
 eager PyTorch first. The JSON document has the fields of ``hk bench --json`` (kind
 "hk-torch-bench"): one row per (op, problem, candidate) with ``median_us`` and
 ``speedup_vs_baseline``, where the baseline is eager PyTorch; ``vs_best_peer`` is the ratio to
@@ -21,6 +23,7 @@ import json
 import math
 import platform
 import sys
+import time
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -182,22 +185,42 @@ def _flush_buffer():
     return torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.float32, device="cuda")
 
 
-def time_interleaved(fns: list[Callable[[], Any]], samples: int, flush: Any) -> list[list[float]]:
-    """Per function, `samples` times in µs, sample r of every function before r + 1 of any."""
-    times: list[list[float]] = [[] for _ in fns]
+def _spin_cycles(us: float = 300.0) -> int:
+    """Clock cycles of a `us`-microsecond GPU spin at this device's clock rate."""
+    khz = getattr(torch.cuda.get_device_properties(0), "clock_rate", 0) or 2_000_000
+    return int(us * khz / 1e3)
+
+
+def time_interleaved(fns: list[Callable[[], Any]], samples: int, flush: Any,
+                     spin_cycles: int = 0) -> tuple[list[list[float]], list[list[float]]]:
+    """Per function, `samples` GPU times and host times in µs, sample r of every function before
+    r + 1 of any.
+
+    The GPU time is what the device spends between two events around the call. A spin kernel
+    (`spin_cycles`, ~300 µs) queued after the L2 sweep keeps the device busy while the host
+    issues the call, so a call whose host work outlasts its kernel is not charged for the host
+    (a user's stream overlaps it the same way); the host time (perf_counter around the call) is
+    reported beside it.
+    """
+    gpu: list[list[float]] = [[] for _ in fns]
+    host: list[list[float]] = [[] for _ in fns]
     events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(samples)]
               for _ in fns]
     for r in range(samples):
         for i, fn in enumerate(fns):
             flush.zero_()
+            if spin_cycles:
+                torch.cuda._sleep(spin_cycles)
             start, end = events[i][r]
             start.record()
+            t0 = time.perf_counter()
             fn()
+            host[i].append((time.perf_counter() - t0) * 1e6)
             end.record()
     torch.cuda.synchronize()
     for i in range(len(fns)):
-        times[i] = [s.elapsed_time(e) * 1e3 for s, e in events[i]]
-    return times
+        gpu[i] = [s.elapsed_time(e) * 1e3 for s, e in events[i]]
+    return gpu, host
 
 
 def _median(v: list[float]) -> float:
@@ -228,6 +251,7 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
     if ops:
         cases = [c for c in cases if c.op in ops]
     flush = _flush_buffer()
+    spin = _spin_cycles()
     rows = []
     for idx, case in enumerate(cases):
         if progress:
@@ -253,7 +277,7 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
                              "status": f"SKIP: {type(e).__name__}: {e}", "baseline": False})
         for fn in fns:  # warm-up
             fn()
-        times = time_interleaved(fns, samples, flush) if status == "ok" else None
+        times, host = (time_interleaved(fns, samples, flush, spin) if status == "ok" else (None, None))
         medians = [_median(t) for t in times] if times else []
         eager_us = medians[1] if medians else 0.0
         best_peer = min(medians[1:]) if medians else 0.0
@@ -262,7 +286,8 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
                    "baseline": name == "torch", "flops": case.flops, "bytes": case.bytes}
             if medians:
                 us = medians[i]
-                row.update({"median_us": us, "min_us": min(times[i]), "samples": samples,
+                row.update({"median_us": us, "min_us": min(times[i]), "host_us": _median(host[i]),
+                            "samples": samples,
                             "tflops": case.flops / (us * 1e-6) / 1e12 if us > 0 else 0.0,
                             "tbps": case.bytes / (us * 1e-6) / 1e12 if us > 0 else 0.0,
                             "speedup_vs_baseline": eager_us / us if us > 0 else 0.0})
@@ -275,7 +300,7 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
             "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": "python -m hopperkit.bench" + (" --quick" if quick else ""),
-            "options": {"quick": quick, "samples": samples, "warm_l2": False}, "rows": rows}
+            "options": {"quick": quick, "samples": samples, "warm_l2": False, "spin_us": 300}, "rows": rows}
 
 
 def markdown(doc: dict) -> str:
