@@ -7,6 +7,7 @@
 #include "hk/ops/broadcast.hpp"
 #include "hk/ops/gelu.hpp"
 #include "hk/ops/gemm.hpp"
+#include "hk/ops/gemm_fp8.hpp"
 #include "hk/ops/rmsnorm.hpp"
 #include "hk/ops/row_sum.hpp"
 #include "hk/ops/softmax.hpp"

@@ -1,0 +1,217 @@
+// gemm_fp8/baseline_cublaslt.cu
+//
+// Peer: cublasLtMatmul on FP8 operands (CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2) with f32 scale
+// pointers: per-tensor (CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, A/B_SCALE_POINTER) and
+// row-wise (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F), a BIAS epilogue for the bias, f32
+// accumulation with Lt's default (non-"fast") accumulation. Row-major D = sa sb A B^T is issued
+// as column-major D^T = B A^T: Lt's "A" is our B ([N, K], K contiguous: op T) and its "B" our A
+// (op N) — the TN form Lt's FP8 kernels require — so Lt's A scale is sb and its B scale sa.
+// The heuristic's first algorithm is cached per problem; supports() asks the heuristic (when a
+// GPU is present) whether any algorithm exists, so a pairing Lt lacks (e5m2 x e5m2) or a mode
+// this cuBLASLt does not run on the device is declined rather than failed.
+// Block-wise scales: cuBLASLt 13 declares VEC128_32F and BLK128x128_32F modes; they are not
+// wired here (their scale-tensor layouts are not the DeepSeek-V3 [M, K/128] / [N/128, K/128]
+// row-major ones this op takes), so the baseline declines block-wise problems.
+// Needs: A and B K-major, 16-byte aligned, row strides and K multiples of 16; contiguous
+// row-wise scales; M, N, K below 2^31.
+// Run:   hk bench gemm_fp8 --variant baseline_cublaslt --shape 4096x4096x4096:tensor
+#include <cublasLt.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+
+#include "common/launch.cuh"
+#include "core/cublas.hpp"
+#include "gemm_fp8/gemm_fp8_op.hpp"
+
+namespace hk {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+std::string lt_error(cublasStatus_t s, const char* what) {
+  return std::string("gemm_fp8/baseline_cublaslt: ") + what + " failed: " + cublasGetStatusString(s);
+}
+
+void check_lt(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) HK_THROW(kCuda, lt_error(s, what));
+}
+
+cudaDataType_t cuda_type(DType dt) {
+  switch (dt) {
+    case DType::kF32: return CUDA_R_32F;
+    case DType::kF16: return CUDA_R_16F;
+    case DType::kF8E4M3: return CUDA_R_8F_E4M3;
+    case DType::kF8E5M2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_16BF;
+  }
+}
+
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  std::string error;  // why the heuristic found no algorithm ("" when it did)
+};
+
+struct Lt {
+  std::mutex mu;
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  std::map<std::string, Plan> plans;
+
+  void ensure() {  // under mu
+    if (handle) return;
+    check_lt(cublasLtCreate(&handle), "cublasLtCreate");
+    HK_CHECK_CUDA(cudaMalloc(&workspace, kWorkspaceBytes));
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [key, p] : plans) {
+      for (cublasLtMatrixLayout_t l : {p.a, p.b, p.d})
+        if (l) cublasLtMatrixLayoutDestroy(l);
+      if (p.op) cublasLtMatmulDescDestroy(p.op);
+    }
+    plans.clear();
+    if (workspace) cudaFree(workspace);
+    if (handle) cublasLtDestroy(handle);
+    workspace = nullptr;
+    handle = nullptr;
+  }
+};
+
+// Never destroyed; emptied by hk::release_cached_resources().
+Lt& lt() {
+  static Lt* state = [] {
+    auto* s = new Lt;
+    detail::on_release([s] { s->release(); });
+    return s;
+  }();
+  return *state;
+}
+
+std::string plan_key(const GemmFp8Problem& p) {
+  std::string key = p.key();
+  for (int64_t v : {p.a_s0, p.b_s0, p.ldd, int64_t(p.align_bytes), int64_t(p.has_bias), int64_t(p.scaling)})
+    key.append(1, '_').append(std::to_string(v));
+  return key;
+}
+
+// Under lt().mu, after ensure(). A plan whose heuristic found nothing keeps the reason.
+Plan make_plan(const GemmFp8Problem& p) {
+  Lt& s = lt();
+  Plan plan;
+  auto fail = [&](cublasStatus_t st, const char* what) {
+    if (st != CUBLAS_STATUS_SUCCESS && plan.error.empty()) plan.error = lt_error(st, what);
+    return st == CUBLAS_STATUS_SUCCESS;
+  };
+  check_lt(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
+  check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
+  if (p.scaling == Fp8Scaling::kRow) {
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)), "A_SCALE_MODE");
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)), "B_SCALE_MODE");
+  }
+  if (p.has_bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const int32_t bias_type = cuda_type(p.out_dtype);
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)),
+         "BIAS_DATA_TYPE");
+  }
+  auto layout = [&](cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
+    cublasLtMatrixLayout_t l = nullptr;
+    check_lt(cublasLtMatrixLayoutCreate(&l, t, uint64_t(rows), uint64_t(cols), ld), "cublasLtMatrixLayoutCreate");
+    return l;
+  };
+  plan.a = layout(cuda_type(p.b_dtype), p.k, p.n, p.b_s0);  // our B: K x N column-major, op T
+  plan.b = layout(cuda_type(p.a_dtype), p.k, p.m, p.a_s0);  // our A: K x M column-major, op N
+  plan.d = layout(cuda_type(p.out_dtype), p.n, p.m, p.ldd);
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  uint64_t ws = kWorkspaceBytes;
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+           "MAX_WORKSPACE_BYTES");
+  const uint32_t al_in = uint32_t(std::min(p.align_bytes, 256)), al_d = 4;  // D: any row-major view
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_in, 4), "ALIGN_A");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_in, 4), "ALIGN_B");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, 4), "ALIGN_C");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, 4), "ALIGN_D");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (plan.error.empty() &&
+      fail(cublasLtMatmulAlgoGetHeuristic(s.handle, plan.op, plan.a, plan.b, plan.d, plan.d, pref, 1, &result, &found),
+           "cublasLtMatmulAlgoGetHeuristic") &&
+      found == 0)
+    plan.error = "gemm_fp8/baseline_cublaslt: cuBLASLt has no algorithm for this problem on this device";
+  cublasLtMatmulPreferenceDestroy(pref);
+  plan.algo = result.algo;
+  return plan;
+}
+
+// The cached plan of p (built on first use), under lt().mu.
+const Plan& plan_of(const GemmFp8Problem& p) {
+  Lt& s = lt();
+  s.ensure();
+  const std::string key = plan_key(p);
+  auto it = s.plans.find(key);
+  if (it == s.plans.end()) it = s.plans.emplace(key, make_plan(p)).first;
+  return it->second;
+}
+
+// The problem a launch poses (its alignment from the pointers), for the plan cache.
+GemmFp8Problem problem_of(const GemmFp8Args& g) {
+  GemmFp8Problem p(g.m, g.n, g.k, g.a_dtype, g.b_dtype, g.out_dtype, g.scaling);
+  p.a_s0 = g.a_s0, p.a_s1 = g.a_s1, p.b_s0 = g.b_s0, p.b_s1 = g.b_s1, p.ldd = g.ldd;
+  p.has_bias = g.bias != nullptr;
+  p.align_bytes = std::min(TensorView(g.a, g.a_dtype, {1}).alignment(), TensorView(g.b, g.b_dtype, {1}).alignment());
+  return p;
+}
+
+void gemm_fp8_baseline_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream) {
+  Lt& s = lt();
+  const GemmFp8Problem p = problem_of(g);
+  std::lock_guard<std::mutex> lock(s.mu);
+  const Plan& plan = plan_of(p);
+  if (!plan.error.empty()) HK_THROW(kNotSupported, plan.error);
+  // Pointers change per call; the descriptor is shared, so they are set under the lock.
+  check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.sb, sizeof(g.sb)),
+           "A_SCALE_POINTER");
+  check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.sa, sizeof(g.sa)),
+           "B_SCALE_POINTER");
+  if (g.bias)
+    check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)),
+             "BIAS_POINTER");
+  const float alpha = 1.0f, beta = 0.0f;
+  check_lt(cublasLtMatmul(s.handle, plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.d, plan.d, g.d, plan.d,
+                          &plan.algo, s.workspace, kWorkspaceBytes, stream),
+           "cublasLtMatmul");
+}
+
+std::string gemm_fp8_baseline_cublaslt_supports(const GemmFp8Problem& p) {
+  if (p.scaling == Fp8Scaling::kBlock)
+    return "gemm_fp8: the cuBLASLt baseline takes per-tensor and row-wise scales (block-wise: not wired)";
+  if (p.a_s1 != 1 || p.b_s1 != 1) return "gemm_fp8: cuBLASLt's FP8 kernels need A and B K-major (the TN form)";
+  if (p.k % 16 != 0 || p.a_s0 % 16 != 0 || p.b_s0 % 16 != 0 || p.align_bytes < 16)
+    return "gemm_fp8: cuBLASLt's FP8 kernels need K, the row strides and the bases of A and B in 16-byte units, got "
+           "K=" + std::to_string(p.k);
+  if (p.scaling == Fp8Scaling::kRow && ((p.sa_s0 != 1 && p.m > 1) || (p.sb_s0 != 1 && p.n > 1)))
+    return "gemm_fp8: cuBLASLt's row-wise scale vectors must be contiguous";
+  for (int64_t v : {p.m, p.n, p.k, p.a_s0, p.b_s0, p.ldd})
+    if (v > INT_MAX) return "gemm_fp8: cuBLASLt takes sizes below 2^31, got " + std::to_string(v);
+  if (!no_gpu_reason().empty()) return "";  // the heuristic needs a device; the rules above are what is known
+  std::lock_guard<std::mutex> lock(lt().mu);
+  return plan_of(p).error;
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "baseline_cublaslt",
+                    "cublasLtMatmul on e4m3/e5m2 with per-tensor or outer-vector (row-wise) f32 scale pointers, "
+                    "BIAS epilogue, cached heuristic choice",
+                    90, kFlagBaseline, gemm_fp8_baseline_cublaslt_supports, gemm_fp8_baseline_cublaslt_launch);
+
+}  // namespace hk

@@ -1,0 +1,31 @@
+// gemm_fp8/dispatch.cpp — which kernel hk::gemm_fp8 (and hk.matmul_fp8) runs, and why.
+//
+// Routes are tried in order; the first whose supports() accepts the problem runs. Every route is
+// a production rung. Speed: not yet measured on a GPU (docs/gemm_fp8.md gives the commands).
+#include "gemm_fp8/gemm_fp8_op.hpp"
+
+namespace hk {
+namespace {
+
+std::vector<Route> gemm_fp8_dispatch(const GemmFp8Problem& p) {
+  std::vector<Route> routes;
+  // Operands TMA reads as given (K-major, 16-byte rows and bases): FP8 wgmma with f32 promotion
+  // per 128-deep k-block, the scales where the scaling mode puts them.
+  if (p.scaling == Fp8Scaling::kBlock)
+    routes.push_back({"v03_wgmma_block_scaled", "K-major 16-byte rows, block-wise scales: FP8 wgmma with the scales "
+                                                "applied at each k-block's f32 promotion"});
+  else
+    routes.push_back({"v02_wgmma_tensor_row", "K-major 16-byte rows, per-tensor / row-wise scales: FP8 wgmma, "
+                                              "scales in the epilogue"});
+  // Everything else (K % 16 != 0, padded or unaligned rows, a [K, N] weight): one K-major copy of
+  // the offending operand, then the route above.
+  routes.push_back({"v04_aligned_pack", "operands TMA cannot read K-major as given: copied once into 16-byte rows, "
+                                        "then the wgmma kernel"});
+  return routes;
+}
+
+}  // namespace
+
+HK_REGISTER_DISPATCH(GemmFp8Problem, "gemm_fp8", gemm_fp8_dispatch);
+
+}  // namespace hk
