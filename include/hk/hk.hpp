@@ -5,6 +5,7 @@
 #include "hk/error.hpp"
 #include "hk/ops/attention.hpp"
 #include "hk/ops/broadcast.hpp"
+#include "hk/ops/conv2d.hpp"
 #include "hk/ops/gelu.hpp"
 #include "hk/ops/gemm.hpp"
 #include "hk/ops/gemm_fp8.hpp"

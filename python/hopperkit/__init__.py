@@ -27,6 +27,7 @@ from ._core import VariantInfo, bench, explain, families, problem, reference, ru
 from ._core import torch as _torch
 from ._op import kernel_op, new_like
 from .attention import attention
+from .conv import conv2d, conv2d_single_channel
 from .fp8 import matmul_fp8, quantize_fp8
 from .ops import (add_scalar, gelu, gelu_backward, linear, matmul, outer_add, outer_mul_relu, rms_norm,
                   row_scale_relu, row_sum, softmax, weighted_sum)

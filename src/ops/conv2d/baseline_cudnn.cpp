@@ -1,0 +1,238 @@
+// conv2d/baseline_cudnn.cpp
+//
+// Baseline: cuDNN's legacy convolution API — cudnnConvolutionForward / BackwardData /
+// BackwardFilter with the algorithm cudnnGet*Algorithm_v7's heuristics rank first, as
+// torch.nn.functional.conv2d runs it with torch.backends.cudnn.benchmark off. f32 runs FMA
+// math only (no TF32: the family's f32 tolerance is f32's); f16 and bf16 run tensor-op math
+// with f32 compute. Bias is a cudnnAddTensor after the forward. The algorithm choice is cached
+// per problem and device. The workspace is stream-ordered scratch, freed after the call.
+// Needs: a build with cuDNN; symmetric padding (cuDNN has one pad per dim); every tensor below
+// 2^31 elements; otherwise supports() says why. Also the dispatch's general route.
+// Run:   hk bench conv2d --variant baseline_cudnn --shape 64x256x56x56_256x3x3
+#include <climits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include "hk/error.hpp"
+#include "conv2d/conv2d_op.hpp"
+#include "core/cublas.hpp"
+
+#ifdef HK_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+namespace hk {
+namespace {
+
+#ifdef HK_HAVE_CUDNN
+
+void check(cudnnStatus_t s, const char* what) {
+  if (s != CUDNN_STATUS_SUCCESS) HK_THROW(kCuda, "conv2d/baseline_cudnn: ", what, " failed: ", cudnnGetErrorString(s));
+}
+
+struct Handles {
+  std::mutex mu;
+  std::map<std::pair<std::thread::id, int>, cudnnHandle_t> by_thread_device;
+  std::map<std::pair<std::string, int>, std::pair<int, cudnnMathType_t>> algo;  // (key, device) -> (algo, math)
+};
+// Never destroyed (as the cuBLAS handles): hk::release_cached_resources() frees them.
+Handles& handles() {
+  static auto* h = [] {
+    auto* s = new Handles;
+    detail::on_release([s] {
+      std::lock_guard<std::mutex> lock(s->mu);
+      for (auto& [key, h] : s->by_thread_device) cudnnDestroy(h);
+      s->by_thread_device.clear();
+      s->algo.clear();
+    });
+    return s;
+  }();
+  return *h;
+}
+
+// A handle for the calling thread on the current device (a cuDNN handle is not thread-safe).
+cudnnHandle_t handle(int dev) {
+  Handles& s = handles();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto [it, fresh] = s.by_thread_device.try_emplace({std::this_thread::get_id(), dev}, nullptr);
+  if (fresh) {
+    cudnnStatus_t st = cudnnCreate(&it->second);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      s.by_thread_device.erase(it);
+      check(st, "cudnnCreate");
+    }
+  }
+  return it->second;
+}
+
+cudnnDataType_t data_type(DType dt) {
+  switch (dt) {
+    case DType::kF32: return CUDNN_DATA_FLOAT;
+    case DType::kF16: return CUDNN_DATA_HALF;
+    default: return CUDNN_DATA_BFLOAT16;
+  }
+}
+
+// The descriptors of one call, destroyed with it.
+struct Descs {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  explicit Descs(const Conv2dArgs& a) {
+    const cudnnTensorFormat_t fmt = a.prm.layout == ConvLayout::kNHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    const cudnnDataType_t dt = data_type(a.dtype);
+    check(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
+    check(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
+    check(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
+    check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+    check(cudnnSetTensor4dDescriptor(x, fmt, dt, int(a.n), int(a.c), int(a.h), int(a.w_in)), "cudnnSetTensor4dDescriptor(x)");
+    check(cudnnSetTensor4dDescriptor(y, fmt, dt, int(a.n), int(a.cout), int(a.oh), int(a.ow)), "cudnnSetTensor4dDescriptor(y)");
+    check(cudnnSetFilter4dDescriptor(w, dt, fmt, int(a.cout), int(a.c / a.prm.groups), int(a.kh), int(a.kw)),
+          "cudnnSetFilter4dDescriptor");
+    check(cudnnSetConvolution2dDescriptor(conv, int(a.prm.pad_top), int(a.prm.pad_left), int(a.prm.stride_h),
+                                          int(a.prm.stride_w), int(a.prm.dilation_h), int(a.prm.dilation_w),
+                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+          "cudnnSetConvolution2dDescriptor");
+    check(cudnnSetConvolutionGroupCount(conv, int(a.prm.groups)), "cudnnSetConvolutionGroupCount");
+    if (a.bias) {
+      check(cudnnCreateTensorDescriptor(&bias), "cudnnCreateTensorDescriptor");
+      check(cudnnSetTensor4dDescriptor(bias, fmt, dt, 1, int(a.cout), 1, 1), "cudnnSetTensor4dDescriptor(bias)");
+    }
+  }
+  ~Descs() {
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+  Descs(const Descs&) = delete;
+  Descs& operator=(const Descs&) = delete;
+};
+
+// The first algorithm of the heuristics' list that runs (f32: without tensor-op math, i.e. TF32).
+template <class Perf>
+std::pair<int, cudnnMathType_t> pick(const Perf* perf, int count, DType dt, const char* what) {
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (dt == DType::kF32 && perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    return {int(perf[i].algo), perf[i].mathType};
+  }
+  HK_THROW(kNotSupported, "conv2d/baseline_cudnn: ", what, " offers no algorithm for this problem");
+}
+
+void conv2d_baseline_cudnn_launch(const Conv2dArgs& a, cudaStream_t stream) {
+  int dev = 0;
+  HK_CHECK_CUDA(cudaGetDevice(&dev));
+  cudnnHandle_t h = handle(dev);
+  check(cudnnSetStream(h, stream), "cudnnSetStream");
+  Descs d(a);
+  check(cudnnSetConvolutionMathType(d.conv, a.dtype == DType::kF32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+        "cudnnSetConvolutionMathType");
+
+  // The cache key: every field the descriptors carry.
+  std::string key;
+  for (int64_t v : {int64_t(a.dir), a.n, a.c, a.h, a.w_in, a.cout, a.kh, a.kw, a.prm.stride_h, a.prm.stride_w,
+                    a.prm.pad_top, a.prm.pad_left, a.prm.dilation_h, a.prm.dilation_w, a.prm.groups,
+                    int64_t(a.prm.layout), int64_t(a.dtype)})
+    key += std::to_string(v) + "_";
+  std::pair<int, cudnnMathType_t> choice;
+  {
+    Handles& s = handles();
+    std::unique_lock<std::mutex> lock(s.mu);
+    auto it = s.algo.find({key, dev});
+    if (it != s.algo.end()) {
+      choice = it->second;
+    } else {
+      lock.unlock();
+      int got = 0;
+      if (a.dir == ConvDirection::kForward) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        check(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+        choice = pick(perf, got, a.dtype, "cudnnGetConvolutionForwardAlgorithm_v7");
+      } else if (a.dir == ConvDirection::kBackwardData) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                          &got, perf),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        choice = pick(perf, got, a.dtype, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        choice = pick(perf, got, a.dtype, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      }
+      lock.lock();
+      s.algo[{key, dev}] = choice;
+    }
+  }
+  check(cudnnSetConvolutionMathType(d.conv, choice.second), "cudnnSetConvolutionMathType");
+
+  size_t ws_bytes = 0;
+  if (a.dir == ConvDirection::kForward)
+    check(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(choice.first),
+                                                  &ws_bytes),
+          "cudnnGetConvolutionForwardWorkspaceSize");
+  else if (a.dir == ConvDirection::kBackwardData)
+    check(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x,
+                                                       cudnnConvolutionBwdDataAlgo_t(choice.first), &ws_bytes),
+          "cudnnGetConvolutionBackwardDataWorkspaceSize");
+  else
+    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w,
+                                                         cudnnConvolutionBwdFilterAlgo_t(choice.first), &ws_bytes),
+          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+  void* ws = nullptr;
+  if (ws_bytes) HK_CHECK_CUDA(cudaMallocAsync(&ws, ws_bytes, stream));
+
+  const float one = 1.f, zero = 0.f;
+  if (a.dir == ConvDirection::kForward) {
+    check(cudnnConvolutionForward(h, &one, d.x, a.x, d.w, a.w, d.conv, cudnnConvolutionFwdAlgo_t(choice.first), ws,
+                                  ws_bytes, &zero, d.y, a.out),
+          "cudnnConvolutionForward");
+    if (a.bias) check(cudnnAddTensor(h, &one, d.bias, a.bias, &one, d.y, a.out), "cudnnAddTensor(bias)");
+  } else if (a.dir == ConvDirection::kBackwardData) {
+    check(cudnnConvolutionBackwardData(h, &one, d.w, a.w, d.y, a.dy, d.conv, cudnnConvolutionBwdDataAlgo_t(choice.first),
+                                       ws, ws_bytes, &zero, d.x, a.out),
+          "cudnnConvolutionBackwardData");
+  } else {
+    check(cudnnConvolutionBackwardFilter(h, &one, d.x, a.x, d.y, a.dy, d.conv,
+                                         cudnnConvolutionBwdFilterAlgo_t(choice.first), ws, ws_bytes, &zero, d.w, a.out),
+          "cudnnConvolutionBackwardFilter");
+  }
+  if (ws) HK_CHECK_CUDA(cudaFreeAsync(ws, stream));
+}
+
+std::string conv2d_baseline_cudnn_supports(const Conv2dProblem& p) {
+  if (p.prm.pad_top != p.prm.pad_bottom || p.prm.pad_left != p.prm.pad_right)
+    return "cuDNN takes symmetric padding only, got top/bottom " + std::to_string(p.prm.pad_top) + "/" +
+           std::to_string(p.prm.pad_bottom) + ", left/right " + std::to_string(p.prm.pad_left) + "/" +
+           std::to_string(p.prm.pad_right);
+  for (int64_t v : {p.n * p.c * p.h * p.w, p.n * p.cout * p.oh() * p.ow(), p.cout * p.cin_per_group() * p.kh * p.kw})
+    if (v > INT_MAX) return "cuDNN's 4-d descriptors take tensors below 2^31 elements, got " + std::to_string(v);
+  return "";
+}
+
+#else  // no cuDNN in this build
+
+void conv2d_baseline_cudnn_launch(const Conv2dArgs&, cudaStream_t) {
+  HK_THROW(kNotSupported, "conv2d/baseline_cudnn: hopperkit was built without cuDNN");
+}
+
+std::string conv2d_baseline_cudnn_supports(const Conv2dProblem&) { return "hopperkit was built without cuDNN"; }
+
+#endif
+
+}  // namespace
+
+HK_REGISTER_VARIANT(Conv2dProblem, Conv2dArgs, "conv2d", "baseline_cudnn",
+                    "cuDNN legacy API, the heuristics' first algorithm (as F.conv2d without cudnn.benchmark)", 70,
+                    kFlagBaseline | kFlagProduction, conv2d_baseline_cudnn_supports, conv2d_baseline_cudnn_launch);
+
+}  // namespace hk

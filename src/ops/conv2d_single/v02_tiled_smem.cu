@@ -1,0 +1,219 @@
+// conv2d_single/v02_tiled_smem.cu
+//
+// Rung 2: a 32 x 128 output tile per block, its input (plus the kH - 1 rows and kW - 1
+// columns of halo) staged once in shared memory as f32, the kernel beside it; each thread
+// computes 2 rows x 8 consecutive outputs from register windows of its input rows.
+// Adds over v01: every input element is read from global memory once per tile (halo aside:
+// (32 + kH - 1)(128 + kW - 1) / 4096, 1.24x at k = 7, mostly L2 hits), 16-byte global loads
+// and stores on rows whose width is a multiple of 8 elements, and for kH = kW in {3, 4, 5, 7} a
+// compile-time kernel held in registers: each input row is read from shared memory with
+// 16-byte loads once per thread and feeds up to 2 kW x 8 FMAs, so the FMA pipe, not shared
+// memory, bounds the compute (49 FMAs per output at k = 7). Other sizes run a runtime-size loop.
+// Needs: kH, kW <= 32 (the tile and halo in 48 KB of shared memory); otherwise supports() says so.
+// Run:   hk bench conv2d_single --variant v02_tiled_smem --shape 256x512x512
+#include "common/launch.cuh"
+#include "common/vec.cuh"
+#include "conv2d_single/conv2d_single_op.hpp"
+
+namespace hk {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kOutW = 8;                             // consecutive outputs per thread along W
+constexpr int kOutH = 2;                             // rows per thread
+constexpr int kThreadsW = 16;                        // threads across a tile row
+constexpr int kTileW = kThreadsW * kOutW;            // 128 outputs
+constexpr int kTileH = kThreads / kThreadsW * kOutH;  // 32 rows
+constexpr int kMaxK = 32;
+static_assert(kThreads % kThreadsW == 0, "whole thread rows");
+static_assert(kTileW % 8 == 0, "tile columns are whole 16-byte chunks of every dtype");
+
+__host__ __device__ constexpr int pitch_for(int kw) { return kTileW + ((kw - 1 + 7) & ~7); }
+__host__ __device__ constexpr int kernel_floats(int kh, int kw) { return (kh * kw + 3) & ~3; }
+
+inline size_t smem_bytes(int kh, int kw) {
+  return sizeof(float) * (size_t(kernel_floats(kh, kw)) + size_t(kTileH + kh - 1) * pitch_for(kw));
+}
+static_assert(sizeof(float) * (kernel_floats(kMaxK, kMaxK) + (kTileH + kMaxK - 1) * pitch_for(kMaxK)) <= 48 * 1024,
+              "the largest tile fits without the shared-memory opt-in");
+
+// Stages rows [row0, row0 + rows) x cols [col0, col0 + pitch) of image `img` as f32, zero
+// beyond the edge. kVec: 16-byte chunks (W a multiple of the chunk, x 16-byte aligned), four
+// in flight per thread.
+template <class T, bool kVec>
+__device__ __forceinline__ void stage_tile(const T* __restrict__ img, float* tile, int64_t h, int64_t w,
+                                           int64_t row0, int64_t col0, int rows, int pitch) {
+  if constexpr (kVec) {
+    constexpr int kChunk = kVec16<T>;
+    const int per_row = pitch / kChunk;
+    const int total = rows * per_row;
+    for (int base = threadIdx.x; base < total; base += 4 * kThreads) {
+      Vec<T, kChunk> v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int c = base + u * kThreads;
+        const int64_t gr = row0 + c / per_row, gc = col0 + int64_t(c % per_row) * kChunk;
+        if (c < total && gr < h && gc < w) {
+          v[u] = *reinterpret_cast<const Vec<T, kChunk>*>(img + gr * w + gc);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kChunk; ++e) v[u].v[e] = from_f32<T>(0.f);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int c = base + u * kThreads;
+        if (c >= total) break;
+        float* dst = tile + (c / per_row) * pitch + (c % per_row) * kChunk;
+#pragma unroll
+        for (int e = 0; e < kChunk; e += 4)
+          *reinterpret_cast<float4*>(dst + e) =
+              make_float4(to_f32(v[u].v[e]), to_f32(v[u].v[e + 1]), to_f32(v[u].v[e + 2]), to_f32(v[u].v[e + 3]));
+      }
+    }
+  } else {
+    const int total = rows * pitch;
+#pragma unroll 4
+    for (int c = threadIdx.x; c < total; c += kThreads) {
+      const int64_t gr = row0 + c / pitch, gc = col0 + c % pitch;
+      tile[c] = (gr < h && gc < w) ? to_f32(img[gr * w + gc]) : 0.f;
+    }
+  }
+}
+
+// KH = KW = 0: runtime kernel size (kh, kw); otherwise both compile-time and equal to kh, kw.
+template <class T, int KH, int KW>
+__global__ void __launch_bounds__(kThreads, 2) conv2d_single_v02_kernel(const T* __restrict__ x,
+                                                                        const T* __restrict__ k,
+                                                                        T* __restrict__ z, int64_t n, int64_t h,
+                                                                        int64_t w, int kh_rt, int kw_rt, bool vec) {
+  constexpr bool kFixed = KH > 0;
+  const int kh = kFixed ? KH : kh_rt;
+  const int kw = kFixed ? KW : kw_rt;
+  extern __shared__ float4 conv2d_single_v02_smem[];
+  float* ks = reinterpret_cast<float*>(conv2d_single_v02_smem);  // (kh, kw) f32
+  float* tile = ks + kernel_floats(kh, kw);                       // (32 + kh - 1, pitch) f32
+  const int pitch = pitch_for(kw);
+  const int rows = kTileH + kh - 1;
+  for (int i = threadIdx.x; i < kh * kw; i += kThreads) ks[i] = to_f32(k[i]);
+  __syncthreads();
+  float kr[kFixed ? KH * KW : 1];  // the kernel in registers (compile-time sizes)
+  if constexpr (kFixed) {
+#pragma unroll
+    for (int i = 0; i < KH * KW; ++i) kr[i] = ks[i];
+  }
+
+  const int tx = threadIdx.x % kThreadsW, ty = threadIdx.x / kThreadsW;
+  const int64_t tiles_w = (w + kTileW - 1) / kTileW, tiles_h = (h + kTileH - 1) / kTileH;
+  const int64_t tiles = n * tiles_h * tiles_w;
+  for (int64_t t_id = blockIdx.x; t_id < tiles; t_id += gridDim.x) {
+    const int64_t img_i = t_id / (tiles_h * tiles_w);
+    const int64_t row0 = (t_id / tiles_w) % tiles_h * kTileH, col0 = t_id % tiles_w * kTileW;
+    const T* img = x + img_i * h * w;
+    __syncthreads();  // the previous tile's reads are done
+    if (vec) stage_tile<T, true>(img, tile, h, w, row0, col0, rows, pitch);
+    else stage_tile<T, false>(img, tile, h, w, row0, col0, rows, pitch);
+    __syncthreads();
+
+    float acc[kOutH][kOutW];
+#pragma unroll
+    for (int r = 0; r < kOutH; ++r)
+#pragma unroll
+      for (int t = 0; t < kOutW; ++t) acc[r][t] = 0.f;
+    const float* base = tile + ty * kOutH * pitch + tx * kOutW;
+    if constexpr (kFixed) {
+      constexpr int kWin = (kOutW + KW - 1 + 3) & ~3;  // window floats, whole 16-byte loads
+#pragma unroll
+      for (int i = 0; i < kOutH + KH - 1; ++i) {
+        float win[kWin];
+#pragma unroll
+        for (int q = 0; q < kWin; q += 4) {
+          const float4 f = *reinterpret_cast<const float4*>(base + i * pitch + q);
+          win[q] = f.x, win[q + 1] = f.y, win[q + 2] = f.z, win[q + 3] = f.w;
+        }
+#pragma unroll
+        for (int r = 0; r < kOutH; ++r) {
+          const int a = i - r;  // kernel row that input row i meets for output row r
+          if (a < 0 || a >= KH) continue;
+#pragma unroll
+          for (int b = 0; b < KW; ++b)
+#pragma unroll
+            for (int t = 0; t < kOutW; ++t) acc[r][t] = fmaf(win[t + b], kr[a * KW + b], acc[r][t]);
+        }
+      }
+    } else {
+      for (int i = 0; i < kOutH + kh - 1; ++i) {
+        const float* rowp = base + i * pitch;
+#pragma unroll
+        for (int r = 0; r < kOutH; ++r) {
+          const int a = i - r;
+          if (a < 0 || a >= kh) continue;
+          for (int b = 0; b < kw; ++b) {
+            const float kv = ks[a * kw + b];
+#pragma unroll
+            for (int t = 0; t < kOutW; ++t) acc[r][t] = fmaf(rowp[t + b], kv, acc[r][t]);
+          }
+        }
+      }
+    }
+
+#pragma unroll
+    for (int r = 0; r < kOutH; ++r) {
+      const int64_t gr = row0 + ty * kOutH + r, gc = col0 + tx * kOutW;
+      if (gr >= h || gc >= w) continue;
+      T* out = z + (img_i * h + gr) * w + gc;
+      if (vec) {  // W % 8 == 0: the 8 outputs are all inside the row
+        constexpr int kChunk = kVec16<T>;
+#pragma unroll
+        for (int q = 0; q < kOutW; q += kChunk) {
+          Vec<T, kChunk> v;
+#pragma unroll
+          for (int e = 0; e < kChunk; ++e) v.v[e] = from_f32<T>(acc[r][q + e]);
+          store_stream<T, kChunk>(out + q, v);
+        }
+      } else {
+#pragma unroll
+        for (int t = 0; t < kOutW; ++t)
+          if (gc + t < w) out[t] = from_f32<T>(acc[r][t]);
+      }
+    }
+  }
+}
+
+template <class T, int KH, int KW>
+void launch_sized(const Conv2dSingleArgs& a, cudaStream_t stream) {
+  const size_t smem = smem_bytes(a.kh, a.kw);
+  auto kernel = conv2d_single_v02_kernel<T, KH, KW>;
+  const int64_t tiles = a.n * ceil_div(a.h, kTileH) * ceil_div(a.w, kTileW);
+  const bool vec = a.w % kOutW == 0 && a.align_bytes >= 16;
+  kernel<<<grid_for(tiles), kThreads, smem, stream>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.k),
+                                                      static_cast<T*>(a.z), a.n, a.h, a.w, a.kh, a.kw, vec);
+  HK_CHECK_LAUNCH("conv2d_single_v02_kernel");
+}
+
+void conv2d_single_v02_launch(const Conv2dSingleArgs& a, cudaStream_t stream) {
+  dispatch_float(a.dtype, "conv2d_single/v02_tiled_smem", [&](auto t) {
+    using T = decltype(t);
+    if (a.kh == 3 && a.kw == 3) return launch_sized<T, 3, 3>(a, stream);
+    if (a.kh == 4 && a.kw == 4) return launch_sized<T, 4, 4>(a, stream);
+    if (a.kh == 5 && a.kw == 5) return launch_sized<T, 5, 5>(a, stream);
+    if (a.kh == 7 && a.kw == 7) return launch_sized<T, 7, 7>(a, stream);
+    launch_sized<T, 0, 0>(a, stream);
+  });
+}
+
+std::string conv2d_single_v02_supports(const Conv2dSingleProblem& p) {
+  if (p.kh > kMaxK || p.kw > kMaxK)
+    return "the shared-memory tile takes kernels up to 32 x 32, got " + std::to_string(p.kh) + " x " +
+           std::to_string(p.kw);
+  return "";
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(Conv2dSingleProblem, Conv2dSingleArgs, "conv2d_single", "v02_tiled_smem",
+                    "32x128 tile with halo in shared memory, 2x8 outputs per thread from register windows, "
+                    "16-byte loads and stores",
+                    80, kFlagProduction, conv2d_single_v02_supports, conv2d_single_v02_launch);
+
+}  // namespace hk
