@@ -1,0 +1,24 @@
+// swiglu/dispatch.cpp — which swiglu rung serves a public call (hk::swiglu, hk::swiglu_backward,
+// hk.swiglu).
+//
+// One rule: v02_vectorized serves every call. It peels each row at the output's 16-byte phase,
+// so any alignment and any row stride runs 16-byte stores; inputs at another phase are read with
+// the widest loads their phase allows. Speed: not yet measured (the goal is the copy bandwidth of
+// the bytes it must move: 3 x rows x F elements forward, 5 x backward).
+//
+// v01_naive (scalar accesses, one thread per element) is ladder-only.
+#include "swiglu/swiglu_op.hpp"
+
+namespace hk {
+namespace {
+
+std::vector<Route> swiglu_dispatch(const SwigluProblem&) {
+  return {{"v02_vectorized", "16-byte accesses, rows peeled at the output's 16-byte phase: any alignment and row "
+                             "stride (speed not yet measured)"}};
+}
+
+}  // namespace
+
+HK_REGISTER_DISPATCH(SwigluProblem, "swiglu", swiglu_dispatch);
+
+}  // namespace hk
