@@ -1,4 +1,5 @@
-"""``hk.nn``: drop-in ``torch.nn`` modules running hopperkit's kernels (needs torch)."""
+"""``hk.nn``: drop-in ``torch.nn`` modules running hopperkit's kernels (needs torch), and a decoder
+block and language model built only from them (``TransformerBlock``, ``TransformerLM``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import numbers
 
 import torch
 
-from . import ops
+from . import block_ops, ops
+from .attention import attention
 
 
 class GELU(torch.nn.Module):
@@ -83,3 +85,115 @@ class Linear(torch.nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return ops.linear(x, self.weight, self.bias)
+
+
+# ---- the decoder block and language model --------------------------------------------------------
+
+def _block_dims(dim: int, n_heads: int, n_kv_heads: int | None, ffn_dim: int | None,
+                head_dim: int | None) -> tuple[int, int, int, int]:
+    """(n_heads, n_kv_heads, head_dim, ffn_dim) with the defaults filled in and checked."""
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv_heads})")
+    if head_dim is None:
+        if dim % n_heads:
+            raise ValueError(f"dim ({dim}) must be a multiple of n_heads ({n_heads}) unless head_dim is given")
+        head_dim = dim // n_heads
+    if ffn_dim is None:  # Llama's rule: 2/3 of 4 dim, rounded up to a multiple of 256
+        ffn_dim = 256 * ((int(8 * dim / 3) + 255) // 256)
+    return n_heads, n_kv_heads, head_dim, ffn_dim
+
+
+class TransformerBlock(torch.nn.Module):
+    """A pre-norm decoder block (Llama's), every step a hopperkit kernel:
+
+    ``h = x + W_o attention(rope(q), rope(k), v)`` with ``q, k, v`` from one fused projection
+    ``W_qkv rms_norm(x)``, then ``out = h + W_down swiglu(W_gate_up rms_norm(h))``.
+
+    Parameters (names shared with ``hopperkit.reference_model.ReferenceBlock``, so state dicts
+    load into either): ``attn_norm.weight`` [dim], ``qkv.weight`` [(Hq + 2 Hkv) Dh, dim] (the q,
+    k and v rows stacked in that order), ``attn_out.weight`` [dim, Hq Dh], ``ffn_norm.weight``
+    [dim], ``gate_up.weight`` [2 F, dim] (gate rows, then up rows), ``down.weight`` [dim, F]; no
+    biases. Causal attention with ``n_kv_heads`` KV heads shared by ``n_heads / n_kv_heads``
+    query heads each (GQA), RoPE with ``theta`` on the first ``rotary_dim`` (default Dh) dims of
+    each head. bf16 by default (the GEMM and attention kernels take 16-bit operands).
+
+    ``forward(x, cos=None, sin=None)``: ``x`` [B, S, dim]; ``cos, sin`` the [S, rotary_dim/2] f32
+    tables of ``hk.rope_tables`` (computed for positions 0..S-1 when left out).
+    """
+
+    def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, ffn_dim: int | None = None, *,
+                 head_dim: int | None = None, rotary_dim: int | None = None, rope_theta: float = 10000.0,
+                 eps: float = 1e-6, device=None, dtype=torch.bfloat16) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim, self.ffn_dim = _block_dims(dim, n_heads, n_kv_heads,
+                                                                                 ffn_dim, head_dim)
+        self.dim = dim
+        self.rotary_dim = self.head_dim if rotary_dim is None else rotary_dim
+        self.rope_theta = rope_theta
+        kw = {"device": device, "dtype": dtype}
+        qkv_rows = (self.n_heads + 2 * self.n_kv_heads) * self.head_dim
+        self.attn_norm = RMSNorm(dim, eps=eps, **kw)
+        self.qkv = Linear(dim, qkv_rows, bias=False, **kw)
+        self.attn_out = Linear(self.n_heads * self.head_dim, dim, bias=False, **kw)
+        self.ffn_norm = RMSNorm(dim, eps=eps, **kw)
+        self.gate_up = Linear(dim, 2 * self.ffn_dim, bias=False, **kw)
+        self.down = Linear(self.ffn_dim, dim, bias=False, **kw)
+
+    def rope_tables(self, seq_len: int, device=None) -> tuple:
+        return block_ops.rope_tables(seq_len, self.rotary_dim, self.rope_theta, device=device)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor | None = None, sin: torch.Tensor | None = None) -> torch.Tensor:
+        b, s, _ = x.shape
+        if cos is None or sin is None:
+            cos, sin = self.rope_tables(s, x.device)
+        hq, hkv, dh = self.n_heads, self.n_kv_heads, self.head_dim
+        qkv = self.qkv(self.attn_norm(x)).view(b, s, hq + 2 * hkv, dh)
+        # q, k, v are head slices of one [B, S, Hq + 2 Hkv, Dh] tensor: rope and attention read
+        # them through their strides (no copies).
+        q = block_ops.rope(qkv[:, :, :hq], cos, sin)
+        k = block_ops.rope(qkv[:, :, hq:hq + hkv], cos, sin)
+        v = qkv[:, :, hq + hkv:]
+        o = attention(q, k, v, causal=True, layout="bshd")
+        h = x + self.attn_out(o.reshape(b, s, hq * dh))
+        return h + self.down(block_ops.swiglu(self.gate_up(self.ffn_norm(h))))
+
+    def extra_repr(self) -> str:
+        return (f"dim={self.dim}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "
+                f"ffn_dim={self.ffn_dim}, rotary_dim={self.rotary_dim}, rope_theta={self.rope_theta}")
+
+
+class TransformerLM(torch.nn.Module):
+    """A decoder-only language model of ``TransformerBlock``s: token embedding, ``n_layers``
+    blocks, a final RMSNorm and a head tied to the embedding (``logits = h E^T`` through
+    ``hk.linear``).
+
+    ``forward(tokens, targets=None)``: ``tokens`` int64 [B, S]; returns the logits [B, S, vocab]
+    (in the model's dtype), or ``(logits, loss)`` with ``targets`` [B, S] — the mean
+    cross-entropy, computed by ``torch.nn.functional.cross_entropy`` on f32 logits (not yet a
+    hopperkit kernel). Parameter names match ``hopperkit.reference_model.ReferenceLM``:
+    ``embed.weight``, ``blocks.<i>.*``, ``norm.weight``.
+    """
+
+    def __init__(self, vocab: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int | None = None,
+                 ffn_dim: int | None = None, *, head_dim: int | None = None, rotary_dim: int | None = None,
+                 rope_theta: float = 10000.0, eps: float = 1e-6, device=None, dtype=torch.bfloat16) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.embed = torch.nn.Embedding(vocab, dim, device=device, dtype=dtype)
+        self.blocks = torch.nn.ModuleList(
+            TransformerBlock(dim, n_heads, n_kv_heads, ffn_dim, head_dim=head_dim, rotary_dim=rotary_dim,
+                             rope_theta=rope_theta, eps=eps, device=device, dtype=dtype)
+            for _ in range(n_layers))
+        self.norm = RMSNorm(dim, eps=eps, device=device, dtype=dtype)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None):
+        h = self.embed(tokens)
+        cos, sin = self.blocks[0].rope_tables(tokens.shape[1], tokens.device) if len(self.blocks) else (None, None)
+        for block in self.blocks:
+            h = block(h, cos, sin)
+        logits = ops.linear(self.norm(h), self.embed.weight)
+        if targets is None:
+            return logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, self.vocab), targets.reshape(-1))
+        return logits, loss

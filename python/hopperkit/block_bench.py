@@ -1,0 +1,276 @@
+"""The decoder block and the language model, hopperkit against plain PyTorch.
+
+``python -m hopperkit.block_bench [--dim 2048 --heads 16 --kv-heads 4 --seq 2048 --batch 8 ...]
+[--json PATH]`` builds ``hk.nn.TransformerBlock`` and ``hk.nn.TransformerLM`` and their twins
+from ``hopperkit.reference_model`` (the same parameters: one state dict loaded into both), checks
+the outputs agree, then times forward (under ``torch.no_grad``) and forward + backward of each,
+eager and ``torch.compile``, all candidates interleaved in one process (``bench.time_interleaved``:
+sample r of every candidate before sample r + 1 of any, the L2 swept and a spin kernel queued
+before each sample). Then a ``torch.profiler`` pass per model and per direction lists the kernels
+by device time: which kernels dominate the forward and the backward of each.
+
+The JSON document (kind "hk-block-bench") holds the configuration, one row per (model, pass,
+candidate) with ``median_us``, ``tokens_per_s`` and ``speedup_vs_torch`` (eager PyTorch is the
+baseline), and the kernel tables under ``profile``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+from typing import Any, Callable
+
+try:
+    import torch
+except ImportError:  # the module imports without torch; main() says it needs it
+    torch = None  # type: ignore[assignment]
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _models(cfg: argparse.Namespace, which: str):
+    """(hopperkit model, reference model, make_inputs, step functions) for "block" or "lm"."""
+    import hopperkit as hk
+    from . import reference_model as ref
+
+    torch.manual_seed(0)
+    common = dict(head_dim=None, rotary_dim=None, rope_theta=cfg.theta, device="cuda", dtype=torch.bfloat16)
+    if which == "block":
+        ours = hk.nn.TransformerBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
+        theirs = ref.ReferenceBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
+    else:
+        ours = hk.nn.TransformerLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
+        theirs = ref.ReferenceLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
+    with torch.no_grad():  # keep activations O(1): the residual stream's scale stays near 1 through the layers
+        for name, p in ours.named_parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02 if name.startswith("embed") else p.shape[1] ** -0.5)
+    theirs.load_state_dict(ours.state_dict())
+    return ours, theirs
+
+
+def _inputs(cfg: argparse.Namespace, which: str) -> dict:
+    g = torch.Generator(device="cuda").manual_seed(1)
+    if which == "block":
+        x = torch.randn(cfg.batch, cfg.seq, cfg.dim, device="cuda", dtype=torch.bfloat16, generator=g)
+        return {"x": x, "dy": torch.randn_like(x)}
+    tokens = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), device="cuda", generator=g)
+    targets = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), device="cuda", generator=g)
+    return {"tokens": tokens, "targets": targets}
+
+
+def _steps(model: Any, which: str, inp: dict) -> tuple[Callable, Callable]:
+    """(forward under no_grad, forward + backward) closures for one model."""
+    if which == "block":
+        x, dy = inp["x"], inp["dy"]
+        xg = x.detach().requires_grad_(True)
+
+        def fwd():
+            with torch.no_grad():
+                return model(x)
+
+        def fwd_bwd():
+            model.zero_grad(set_to_none=True)
+            xg.grad = None
+            y = model(xg)
+            y.backward(dy)
+            return y
+    else:
+        tokens, targets = inp["tokens"], inp["targets"]
+
+        def fwd():
+            with torch.no_grad():
+                return model(tokens)
+
+        def fwd_bwd():
+            model.zero_grad(set_to_none=True)
+            _, loss = model(tokens, targets)
+            loss.backward()
+            return loss
+    return fwd, fwd_bwd
+
+
+def _agreement(ours: Any, theirs: Any, which: str, inp: dict) -> dict:
+    """Max |difference| of the outputs relative to the reference's RMS (bf16 runs: ~1e-2 expected)."""
+    with torch.no_grad():
+        a = ours(inp["x"]) if which == "block" else ours(inp["tokens"])
+        b = theirs(inp["x"]) if which == "block" else theirs(inp["tokens"])
+    err = (a.float() - b.float()).abs().max().item()
+    rms = b.float().square().mean().sqrt().item()
+    rel = err / rms if rms > 0 else float("inf")
+    return {"max_abs_err": err, "ref_rms": rms, "rel_err": rel, "status": "ok" if rel < 0.1 else f"FAIL: rel {rel:.3g}"}
+
+
+def _kernel_table(prof: Any, top: int) -> list[dict]:
+    """The device kernels of a profile, summed by name, longest first."""
+    totals: dict[str, list[float]] = {}
+    for e in prof.events():
+        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
+            continue
+        us = e.time_range.elapsed_us()
+        t = totals.setdefault(e.name, [0.0, 0])
+        t[0] += us
+        t[1] += 1
+    all_us = sum(v[0] for v in totals.values()) or 1.0
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+    return [{"kernel": k, "device_us": v[0], "calls": v[1], "share": v[0] / all_us} for k, v in rows]
+
+
+def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
+    """Kernel tables of the forward and of the backward alone (the forward outside the profile)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fwd, _ = _steps(model, which, inp)
+    out = {}
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fwd()
+        torch.cuda.synchronize()
+    out["forward"] = _kernel_table(prof, top)
+    losses = []
+    for _ in range(iters):
+        model.zero_grad(set_to_none=True)
+        if which == "block":
+            x = inp["x"].detach().requires_grad_(True)
+            losses.append((model(x), inp["dy"]))
+        else:
+            losses.append((model(inp["tokens"], inp["targets"])[1], None))
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for y, dy in losses:
+            y.backward(dy)
+        torch.cuda.synchronize()
+    out["backward"] = _kernel_table(prof, top)
+    return out
+
+
+def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
+    from .bench import _flush_buffer, _spin_cycles, time_interleaved
+
+    if torch is None or not torch.cuda.is_available():
+        raise RuntimeError("hopperkit.block_bench needs torch with a CUDA device")
+    rows: list[dict] = []
+    profiles: dict = {}
+    flush = _flush_buffer()
+    spin = _spin_cycles()
+    tokens = cfg.batch * cfg.seq
+    for which in cfg.models:
+        if progress:
+            print(f"[{which}] building and checking", file=sys.stderr, flush=True)
+        ours, theirs = _models(cfg, which)
+        inp = _inputs(cfg, which)
+        check = _agreement(ours, theirs, which, inp)
+        cands: dict[str, Any] = {"hopperkit": ours, "torch": theirs}
+        if cfg.compile:
+            cands["hopperkit.compile"] = torch.compile(ours)
+            cands["torch.compile"] = torch.compile(theirs)
+        for pass_name, idx in (("fwd", 0), ("fwd_bwd", 1)):
+            names, fns = [], []
+            for name, m in cands.items():
+                fn = _steps(m, which, inp)[idx]
+                try:
+                    fn()  # compiles outside the timed region; warms up
+                    fn()
+                except Exception as e:  # noqa: BLE001 - a candidate that cannot run is reported
+                    rows.append({"model": which, "pass": pass_name, "candidate": name,
+                                 "status": f"SKIP: {type(e).__name__}: {e}"})
+                    continue
+                names.append(name)
+                fns.append(fn)
+            if progress:
+                print(f"[{which}] timing {pass_name}: {', '.join(names)}", file=sys.stderr, flush=True)
+            gpu, host = time_interleaved(fns, cfg.samples, flush, spin)
+            med = {n: _median(t) for n, t in zip(names, gpu)}
+            base = med.get("torch", 0.0)
+            for n, t, h in zip(names, gpu, host):
+                us = med[n]
+                rows.append({"model": which, "pass": pass_name, "candidate": n, "status": check["status"],
+                             "median_us": us, "min_us": min(t), "host_us": _median(h), "samples": cfg.samples,
+                             "tokens_per_s": tokens / (us * 1e-6) if us > 0 else 0.0,
+                             "speedup_vs_torch": base / us if us > 0 and base > 0 else 0.0})
+        if cfg.profile:
+            if progress:
+                print(f"[{which}] profiling", file=sys.stderr, flush=True)
+            profiles[which] = {"check": check,
+                               "hopperkit": _profile(ours, which, inp, cfg.profile_iters, cfg.top),
+                               "torch": _profile(theirs, which, inp, cfg.profile_iters, cfg.top)}
+        else:
+            profiles[which] = {"check": check}
+        del ours, theirs, cands, inp
+        torch.cuda.empty_cache()
+    from . import _C
+
+    config = {k: getattr(cfg, k) for k in ("dim", "heads", "kv_heads", "ffn", "seq", "batch", "layers", "vocab",
+                                           "theta", "samples", "compile", "models")}
+    return {"kind": "hk-block-bench", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
+            "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": "python -m hopperkit.block_bench " + " ".join(sys.argv[1:]),
+            "config": config, "rows": rows, "profile": profiles}
+
+
+def markdown(doc: dict) -> str:
+    """The timing table, then per model and direction the top kernels of each side."""
+    out = ["| model | pass | candidate | median µs | tokens/s | vs torch eager | status |",
+           "|---|---|---|---:|---:|---:|---|"]
+    for r in doc["rows"]:
+        if "median_us" not in r:
+            out.append(f"| {r['model']} | {r['pass']} | {r['candidate']} | | | | {r['status']} |")
+            continue
+        out.append(f"| {r['model']} | {r['pass']} | {r['candidate']} | {r['median_us']:.1f} | "
+                   f"{r['tokens_per_s']:.3g} | {r['speedup_vs_torch']:.2f}x | {r['status']} |")
+    for model, prof in doc.get("profile", {}).items():
+        for side in ("hopperkit", "torch"):
+            for direction in ("forward", "backward"):
+                table = prof.get(side, {}).get(direction)
+                if not table:
+                    continue
+                out += ["", f"**{model}, {side}, {direction}**: kernels by device time", "",
+                        "| kernel | device µs | calls | share |", "|---|---:|---:|---:|"]
+                for k in table:
+                    name = k["kernel"] if len(k["kernel"]) <= 90 else k["kernel"][:87] + "..."
+                    out.append(f"| `{name}` | {k['device_us']:.1f} | {k['calls']} | {100 * k['share']:.1f}% |")
+    return "\n".join(out) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m hopperkit.block_bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dim", type=int, default=2048)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--ffn", type=int, default=None, help="FFN width F (default: Llama's 8 dim / 3, to 256)")
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--layers", type=int, default=4, help="blocks of the LM")
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--theta", type=float, default=10000.0)
+    ap.add_argument("--models", nargs="+", choices=["block", "lm"], default=["block", "lm"])
+    ap.add_argument("--samples", type=int, default=10, help="timed samples per candidate")
+    ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
+    ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the torch.profiler tables")
+    ap.add_argument("--profile-iters", type=int, default=2)
+    ap.add_argument("--top", type=int, default=12, help="kernels per profile table")
+    ap.add_argument("--json", help="write the JSON document here")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    doc = run(cfg)
+    print(markdown(doc))
+    if cfg.json:
+        with open(cfg.json, "w") as f:
+            json.dump(doc, f, indent=2)
+    failed = [r for r in doc["rows"] if str(r.get("status", "")).startswith("FAIL")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""hk.swiglu, hk.rope and hk.rope_tables, and the decoder block built from hopperkit's kernels.
+
+CPU: the NumPy path (fp64 reference) against NumPy formulas, bad input, the registry, the block
+benchmark's markdown. GPU: the torch ops against PyTorch (values, strided views, autograd,
+opcheck, torch.compile(fullgraph=True)); hk.nn.TransformerBlock and hk.nn.TransformerLM against
+hopperkit.reference_model with one state dict (outputs and gradients within bf16 tolerances),
+and the block under torch.compile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hopperkit as hk
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+# ---- NumPy formulas ---------------------------------------------------------------------------
+
+def swiglu_np(x):
+    f = x.shape[-1] // 2
+    g, u = x[..., :f].astype(np.float64), x[..., f:].astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return g / (1.0 + np.exp(-g)) * u
+
+
+def rope_np(x, cos, sin):
+    half = cos.shape[-1]
+    xd = x.astype(np.float64)
+    c, s = cos.astype(np.float64)[None, :, None, :], sin.astype(np.float64)[None, :, None, :]
+    x1, x2 = xd[..., :half], xd[..., half:2 * half]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s, xd[..., 2 * half:]], axis=-1)
+
+
+def tables_np(seq, rotary, theta=10000.0):
+    ang = np.arange(seq)[:, None] * theta ** (-2.0 * np.arange(rotary // 2) / rotary)[None, :]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+# ---- CPU: the NumPy path -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(3, 10), (2, 3, 8), (1, 2), (5, 4098)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_swiglu_numpy_matches_formula(rng, shape, dtype):
+    x = (3 * rng.standard_normal(shape)).astype(dtype)
+    y = hk.swiglu(x)
+    assert y.shape == (*shape[:-1], shape[-1] // 2) and y.dtype == dtype
+    np.testing.assert_allclose(y.astype(np.float64), swiglu_np(x), rtol=1e-3 if dtype == np.float16 else 1e-6,
+                               atol=1e-5)
+
+
+def test_swiglu_numpy_special_values():
+    x = np.array([[np.nan, np.inf, -np.inf, -100.0, 1.0, 1.0, 1.0, 2.0]], np.float32)
+    y = hk.swiglu(x)
+    assert np.isnan(y[0, 0]) and y[0, 1] == np.inf and np.isnan(y[0, 2]) and abs(y[0, 3]) < 1e-30
+
+
+def test_swiglu_numpy_backward_matches_finite_differences(rng):
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    dy = rng.standard_normal((3, 4)).astype(np.float32)
+    dx = hk.swiglu_backward(x, dy)
+    assert dx.shape == x.shape and dx.dtype == np.float32
+    h = 1e-6
+    xd, dy = x.astype(np.float64), dy.astype(np.float64)
+    for idx in [(0, 0), (1, 3), (2, 5), (0, 7)]:
+        xp, xm = xd.copy(), xd.copy()
+        xp[idx] += h
+        xm[idx] -= h
+        fd = ((swiglu_np(xp) - swiglu_np(xm)) * dy).sum() / (2 * h)
+        assert abs(dx[idx] - fd) < 1e-6 * (1 + abs(fd)), idx
+
+
+def test_swiglu_bad_input():
+    with pytest.raises(ValueError, match="must be even"):
+        hk.swiglu(np.zeros((2, 7), np.float32))
+    with pytest.raises(TypeError, match="i32"):
+        hk.swiglu(np.zeros((2, 8), np.int32))
+
+
+@pytest.mark.parametrize("rotary", [8, 4, 2])
+def test_rope_numpy_matches_formula(rng, rotary):
+    x = rng.standard_normal((2, 5, 3, 8)).astype(np.float32)
+    cos, sin = tables_np(5, rotary)
+    y = hk.rope(x, cos, sin)
+    assert y.shape == x.shape and y.dtype == np.float32
+    np.testing.assert_allclose(y, rope_np(x, cos, sin), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(y[..., rotary:], x[..., rotary:])  # passed through exactly
+    back = hk.rope_backward(y, cos, sin)
+    np.testing.assert_allclose(back, x, rtol=1e-5, atol=1e-5)  # a rotation: the backward undoes it
+
+
+def test_rope_numpy_strided_input(rng):
+    qkv = rng.standard_normal((2, 6, 5, 16)).astype(np.float32)
+    q = qkv[:, :, :3]
+    cos, sin = tables_np(6, 16)
+    np.testing.assert_allclose(hk.rope(q, cos, sin), rope_np(q, cos, sin), rtol=1e-6, atol=1e-6)
+
+
+def test_rope_bad_input():
+    x = np.zeros((1, 4, 2, 8), np.float32)
+    cos, sin = tables_np(4, 8)
+    with pytest.raises(ValueError, match="rotary_dim / 2 = 5"):
+        hk.rope(x, np.zeros((4, 5), np.float32), np.zeros((4, 5), np.float32))
+    with pytest.raises(TypeError, match="cos is f16"):
+        hk.rope(x, cos.astype(np.float16), sin)
+    with pytest.raises(ValueError, match=r"\[B, S, H, D\]"):
+        hk.rope(x[0], cos, sin)
+    with pytest.raises(ValueError, match="even"):
+        hk.rope_tables(4, 7)
+
+
+def test_rope_tables_values():
+    cos, sin = hk.rope_tables(7, 16, theta=500.0)
+    if torch is not None:
+        cos, sin = cos.numpy(), sin.numpy()
+    want_c, want_s = tables_np(7, 16, 500.0)
+    assert cos.shape == (7, 8) and cos.dtype == np.float32
+    np.testing.assert_allclose(cos, want_c, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(sin, want_s, rtol=0, atol=1e-7)
+
+
+def test_registry_lists_the_rungs():
+    assert [v.name for v in hk.variants("swiglu")] == ["v01_naive", "v02_vectorized"]
+    assert [v.name for v in hk.variants("rope")] == ["v01_naive", "v02_vectorized"]
+
+
+def test_block_bench_markdown():
+    from hopperkit import block_bench
+
+    doc = {"rows": [{"model": "block", "pass": "fwd", "candidate": "hopperkit", "status": "ok", "median_us": 100.0,
+                     "tokens_per_s": 1.6e8, "speedup_vs_torch": 1.25},
+                    {"model": "block", "pass": "fwd", "candidate": "torch.compile", "status": "SKIP: x"}],
+           "profile": {"block": {"hopperkit": {"forward": [{"kernel": "gemm_v18_kernel", "device_us": 50.0,
+                                                            "calls": 4, "share": 0.5}]}}}}
+    text = block_bench.markdown(doc)
+    assert "| block | fwd | hopperkit | 100.0 |" in text and "1.25x" in text and "SKIP: x" in text
+    assert "**block, hopperkit, forward**" in text and "`gemm_v18_kernel` | 50.0 | 4 | 50.0%" in text
+    cfg = block_bench.parse_args(["--dim", "256", "--models", "block", "--no-compile"])
+    assert cfg.dim == 256 and cfg.models == ["block"] and not cfg.compile and cfg.kv_heads == 4
+
+
+# ---- GPU: the torch ops ------------------------------------------------------------------------
+
+TOL = {"float32": dict(atol=1e-5, rtol=1e-5), "float16": dict(atol=1e-5, rtol=2e-3),
+       "bfloat16": dict(atol=1e-5, rtol=1.6e-2)}
+
+
+def _tol(dt):
+    return TOL[str(dt).split(".")[-1]]
+
+
+@pytest.mark.parametrize("shape", [(1, 2), (7, 2046), (3, 5, 96), (64, 2 * 1376)])
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+def test_swiglu_matches_torch_with_grad(cuda, shape, dt):
+    F = torch.nn.functional
+    dtype = getattr(torch, dt)
+    x = (3 * torch.randn(shape, device=cuda)).to(dtype).requires_grad_()
+    y = hk.swiglu(x)
+    f = shape[-1] // 2
+    xr = x.detach().double().requires_grad_()
+    yr = F.silu(xr[..., :f]) * xr[..., f:]
+    torch.testing.assert_close(y, yr.to(dtype), **_tol(dtype))
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    yr.backward(dy.double())
+    torch.testing.assert_close(x.grad, xr.grad.to(dtype), **_tol(dtype))
+
+
+def test_swiglu_strided_views(cuda):
+    F = torch.nn.functional
+    base = torch.randn(16, 3000, device=cuda, dtype=torch.bfloat16)
+    for x in (base[:, :2048], base[:, 1:2049], base[::2, 3:1003], base.view(4, 4, 3000)[:, :, 5:105]):
+        f = x.shape[-1] // 2
+        want = (F.silu(x[..., :f].double()) * x[..., f:].double()).bfloat16()
+        torch.testing.assert_close(hk.swiglu(x), want, **_tol(torch.bfloat16))
+
+
+@pytest.mark.parametrize("rotary", [128, 64])
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+def test_rope_matches_reference_on_qkv_slices(cuda, rotary, dt):
+    from hopperkit.reference_model import apply_rope
+
+    dtype = getattr(torch, dt)
+    b, s, hq, hkv, d = 2, 37, 8, 2, 128
+    qkv = torch.randn(b, s, hq + 2 * hkv, d, device=cuda, dtype=dtype)
+    cos, sin = hk.rope_tables(s, rotary, device=cuda)
+    for x in (qkv[:, :, :hq], qkv[:, :, hq:hq + hkv], qkv.transpose(1, 2).contiguous().transpose(1, 2)):
+        x = x.detach().requires_grad_()
+        y = hk.rope(x, cos, sin)
+        assert y.shape == x.shape and y.is_contiguous()
+        torch.testing.assert_close(y, apply_rope(x.detach().double(), cos.double(), sin.double()).to(dtype),
+                                   **_tol(dtype))
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        torch.testing.assert_close(x.grad, apply_rope(dy.double(), cos.double(), -sin.double()).to(dtype),
+                                   **_tol(dtype))
+
+
+def test_opcheck(cuda):
+    x = torch.randn(5, 34, device=cuda, dtype=torch.float32, requires_grad=True)
+    torch.library.opcheck(hk.block_ops._swiglu.op, (x,))
+    torch.library.opcheck(hk.block_ops._swiglu_backward.op, (x.detach(), torch.randn(5, 17, device=cuda)))
+    q = torch.randn(2, 7, 3, 16, device=cuda, dtype=torch.float32, requires_grad=True)
+    cos, sin = hk.rope_tables(7, 16, device=cuda)
+    torch.library.opcheck(hk.block_ops._rope.op, (q, cos, sin))
+
+
+def test_compile_fullgraph(cuda):
+    torch._dynamo.reset()
+
+    def f(x, q, cos, sin):
+        return hk.swiglu(x * 2).sum() + hk.rope(q, cos, sin).float().sum()
+
+    x = torch.randn(9, 64, device=cuda, dtype=torch.bfloat16)
+    q = torch.randn(1, 5, 2, 32, device=cuda, dtype=torch.bfloat16)
+    cos, sin = hk.rope_tables(5, 32, device=cuda)
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(x, q, cos, sin), f(x, q, cos, sin))
+
+
+# ---- GPU: the block and the LM against the reference model --------------------------------------
+
+def _rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
+
+
+def _init(model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02 if name.startswith("embed") else p.shape[1] ** -0.5)
+            else:
+                p.uniform_(0.5, 1.5)  # norm weights off 1, so their gradients are tested
+
+
+BLOCK_CONFIGS = [dict(dim=256, n_heads=4, n_kv_heads=2, ffn_dim=512),
+                 dict(dim=512, n_heads=8, n_kv_heads=8, ffn_dim=1376),
+                 dict(dim=256, n_heads=2, n_kv_heads=1, ffn_dim=768, rotary_dim=64)]
+
+
+@pytest.mark.parametrize("cfg", BLOCK_CONFIGS, ids=lambda c: "_".join(f"{k}{v}" for k, v in c.items()))
+def test_block_matches_reference(cuda, cfg):
+    from hopperkit.reference_model import ReferenceBlock
+
+    torch.manual_seed(0)
+    ours = hk.nn.TransformerBlock(**cfg, device=cuda)
+    _init(ours)
+    theirs = ReferenceBlock(**cfg, device=cuda)
+    theirs.load_state_dict(ours.state_dict())
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    x = torch.randn(2, 200, cfg["dim"], device=cuda, dtype=torch.bfloat16)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = ours(xa), theirs(xb)
+    assert ya.shape == yb.shape == x.shape and ya.dtype == torch.bfloat16
+    assert _rel(ya - x, yb - x) < 2e-2  # the block's update, beside the residual it adds to
+    dy = torch.randn_like(ya)
+    ya.backward(dy)
+    yb.backward(dy)
+    assert _rel(xa.grad, xb.grad) < 3e-2
+    pb = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        assert _rel(p.grad, pb[name].grad) < 5e-2, name
+
+
+def test_block_compiles(cuda):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    block = hk.nn.TransformerBlock(256, 4, 2, 512, device=cuda)
+    _init(block)
+    x = torch.randn(2, 64, 256, device=cuda, dtype=torch.bfloat16)
+    cos, sin = block.rope_tables(64, cuda)
+    compiled = torch.compile(block, fullgraph=True)
+    torch.testing.assert_close(compiled(x, cos, sin), block(x, cos, sin), atol=2e-2, rtol=2e-2)
+    xg = x.clone().requires_grad_()
+    compiled(xg, cos, sin).float().square().mean().backward()
+    assert xg.grad is not None and torch.isfinite(xg.grad).all()
+
+
+def test_lm_matches_reference(cuda):
+    from hopperkit.reference_model import ReferenceLM
+
+    torch.manual_seed(0)
+    cfg = dict(vocab=1000, dim=256, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=512)
+    ours = hk.nn.TransformerLM(**cfg, device=cuda)
+    _init(ours)
+    theirs = ReferenceLM(**cfg, device=cuda)
+    theirs.load_state_dict(ours.state_dict())
+    tokens = torch.randint(0, 1000, (2, 128), device=cuda)
+    targets = torch.randint(0, 1000, (2, 128), device=cuda)
+    la, lossa = ours(tokens, targets)
+    lb, lossb = theirs(tokens, targets)
+    assert la.shape == (2, 128, 1000)
+    assert _rel(la, lb) < 3e-2
+    assert abs(lossa.item() - lossb.item()) < 2e-2 * abs(lossb.item())
+    lossa.backward()
+    lossb.backward()
+    pb = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        assert _rel(p.grad, pb[name].grad) < 6e-2, name
