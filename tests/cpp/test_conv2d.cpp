@@ -68,10 +68,14 @@ TEST(Conv2dSingleReference, PuzzleDefinition) {
   EXPECT_EQ(out[0].values, want);
 }
 
-TEST(Conv2dSingleDispatch, TiledRungUpTo32AndTheNaiveOneBeyond) {
+TEST(Conv2dSingleDispatch, PipelinedTiledAndNaiveRoutes) {
   auto& reg = hk::Registry::get();
-  EXPECT_EQ(reg.choose(Conv2dSingleProblem(256, 512, 512, 7, 7, DType::kF32)).variant->name(), "v02_tiled_smem");
+  EXPECT_EQ(reg.choose(Conv2dSingleProblem(256, 512, 512, 7, 7, DType::kF32)).variant->name(), "v03_cp_async_pipeline");
+  // Rows that are not whole 16-byte chunks, or a misaligned operand: v02's scalar edges.
   EXPECT_EQ(reg.choose(Conv2dSingleProblem(2, 65, 33, 1, 32, DType::kBF16)).variant->name(), "v02_tiled_smem");
+  Conv2dSingleProblem misaligned(2, 64, 64, 3, 3, DType::kF32);
+  misaligned.align_bytes = 4;
+  EXPECT_EQ(reg.choose(misaligned).variant->name(), "v02_tiled_smem");
   EXPECT_EQ(reg.choose(Conv2dSingleProblem(2, 65, 65, 33, 3, DType::kF16)).variant->name(), "v01_naive");
 }
 

@@ -1,18 +1,23 @@
 // conv2d_single/dispatch.cpp — which conv2d_single rung serves a public call
 // (hk::conv2d_single, hk.conv2d_single_channel).
 //
-// v02_tiled_smem serves kernels up to 32 x 32: the input tile and its halo staged once in
-// shared memory, 16 outputs per thread, 16-byte loads and stores where rows allow. Larger
-// kernels (their halo would not fit the tile) run v01_naive. Not yet measured; the goal is
-// 0.85 of copy bandwidth at 256x512x512 f32, k = 3, 4, 7.
+//   W % 8 == 0, 16-byte aligned, kH, kW <= 32   v03_cp_async_pipeline  next tile's cp.async under the compute
+//   other widths and alignments, kH, kW <= 32   v02_tiled_smem         one tile at a time, scalar edges
+//   kernels larger than 32 x 32                 v01_naive              one thread per output
+//
+// Both tiled rungs stage a 32 x 128 tile with its halo once in shared memory and compute 2 x 8
+// outputs per thread from register windows (conv2d_single/stencil.cuh). Not yet measured; the
+// goal is 0.85 of copy bandwidth at 256x512x512 f32, k = 3, 4, 7.
 #include "conv2d_single/conv2d_single_op.hpp"
 
 namespace hk {
 namespace {
 
 std::vector<Route> conv2d_single_dispatch(const Conv2dSingleProblem&) {
-  return {{"v02_tiled_smem", "shared-memory tile with halo, each input row staged once per tile, 16 outputs per "
-                             "thread, 16-byte loads and stores on rows that allow them (not yet measured)"},
+  return {{"v03_cp_async_pipeline", "rows of whole 16-byte chunks: the next tile's input lands by cp.async while the "
+                                    "current one computes (not yet measured)"},
+          {"v02_tiled_smem", "any width and alignment: the tile staged through registers, scalar accesses at unaligned "
+                             "rows (not yet measured)"},
           {"v01_naive", "kernels larger than 32 x 32: one thread per output (not yet measured)"}};
 }
 

@@ -14,27 +14,17 @@
 #include "common/launch.cuh"
 #include "common/vec.cuh"
 #include "conv2d_single/conv2d_single_op.hpp"
+#include "conv2d_single/stencil.cuh"
 
 namespace hk {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kOutW = 8;                             // consecutive outputs per thread along W
-constexpr int kOutH = 2;                             // rows per thread
-constexpr int kThreadsW = 16;                        // threads across a tile row
-constexpr int kTileW = kThreadsW * kOutW;            // 128 outputs
-constexpr int kTileH = kThreads / kThreadsW * kOutH;  // 32 rows
-constexpr int kMaxK = 32;
-static_assert(kThreads % kThreadsW == 0, "whole thread rows");
-static_assert(kTileW % 8 == 0, "tile columns are whole 16-byte chunks of every dtype");
-
-__host__ __device__ constexpr int pitch_for(int kw) { return kTileW + ((kw - 1 + 7) & ~7); }
-__host__ __device__ constexpr int kernel_floats(int kh, int kw) { return (kh * kw + 3) & ~3; }
+using namespace stencil;  // tile geometry and per-thread compute shared with v03
 
 inline size_t smem_bytes(int kh, int kw) {
-  return sizeof(float) * (size_t(kernel_floats(kh, kw)) + size_t(kTileH + kh - 1) * pitch_for(kw));
+  return sizeof(float) * (size_t(kernel_floats(kh, kw)) + size_t(tile_rows(kh)) * tile_pitch(kw));
 }
-static_assert(sizeof(float) * (kernel_floats(kMaxK, kMaxK) + (kTileH + kMaxK - 1) * pitch_for(kMaxK)) <= 48 * 1024,
+static_assert(sizeof(float) * (kernel_floats(kMaxK, kMaxK) + tile_rows(kMaxK) * tile_pitch(kMaxK)) <= 48 * 1024,
               "the largest tile fits without the shared-memory opt-in");
 
 // Stages rows [row0, row0 + rows) x cols [col0, col0 + pitch) of image `img` as f32, zero
@@ -93,8 +83,8 @@ __global__ void __launch_bounds__(kThreads, 2) conv2d_single_v02_kernel(const T*
   extern __shared__ float4 conv2d_single_v02_smem[];
   float* ks = reinterpret_cast<float*>(conv2d_single_v02_smem);  // (kh, kw) f32
   float* tile = ks + kernel_floats(kh, kw);                       // (32 + kh - 1, pitch) f32
-  const int pitch = pitch_for(kw);
-  const int rows = kTileH + kh - 1;
+  const int pitch = tile_pitch(kw);
+  const int rows = tile_rows(kh);
   for (int i = threadIdx.x; i < kh * kw; i += kThreads) ks[i] = to_f32(k[i]);
   __syncthreads();
   float kr[kFixed ? KH * KW : 1];  // the kernel in registers (compile-time sizes)
@@ -116,67 +106,8 @@ __global__ void __launch_bounds__(kThreads, 2) conv2d_single_v02_kernel(const T*
     __syncthreads();
 
     float acc[kOutH][kOutW];
-#pragma unroll
-    for (int r = 0; r < kOutH; ++r)
-#pragma unroll
-      for (int t = 0; t < kOutW; ++t) acc[r][t] = 0.f;
-    const float* base = tile + ty * kOutH * pitch + tx * kOutW;
-    if constexpr (kFixed) {
-      constexpr int kWin = (kOutW + KW - 1 + 3) & ~3;  // window floats, whole 16-byte loads
-#pragma unroll
-      for (int i = 0; i < kOutH + KH - 1; ++i) {
-        float win[kWin];
-#pragma unroll
-        for (int q = 0; q < kWin; q += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(base + i * pitch + q);
-          win[q] = f.x, win[q + 1] = f.y, win[q + 2] = f.z, win[q + 3] = f.w;
-        }
-#pragma unroll
-        for (int r = 0; r < kOutH; ++r) {
-          const int a = i - r;  // kernel row that input row i meets for output row r
-          if (a < 0 || a >= KH) continue;
-#pragma unroll
-          for (int b = 0; b < KW; ++b)
-#pragma unroll
-            for (int t = 0; t < kOutW; ++t) acc[r][t] = fmaf(win[t + b], kr[a * KW + b], acc[r][t]);
-        }
-      }
-    } else {
-      for (int i = 0; i < kOutH + kh - 1; ++i) {
-        const float* rowp = base + i * pitch;
-#pragma unroll
-        for (int r = 0; r < kOutH; ++r) {
-          const int a = i - r;
-          if (a < 0 || a >= kh) continue;
-          for (int b = 0; b < kw; ++b) {
-            const float kv = ks[a * kw + b];
-#pragma unroll
-            for (int t = 0; t < kOutW; ++t) acc[r][t] = fmaf(rowp[t + b], kv, acc[r][t]);
-          }
-        }
-      }
-    }
-
-#pragma unroll
-    for (int r = 0; r < kOutH; ++r) {
-      const int64_t gr = row0 + ty * kOutH + r, gc = col0 + tx * kOutW;
-      if (gr >= h || gc >= w) continue;
-      T* out = z + (img_i * h + gr) * w + gc;
-      if (vec) {  // W % 8 == 0: the 8 outputs are all inside the row
-        constexpr int kChunk = kVec16<T>;
-#pragma unroll
-        for (int q = 0; q < kOutW; q += kChunk) {
-          Vec<T, kChunk> v;
-#pragma unroll
-          for (int e = 0; e < kChunk; ++e) v.v[e] = from_f32<T>(acc[r][q + e]);
-          store_stream<T, kChunk>(out + q, v);
-        }
-      } else {
-#pragma unroll
-        for (int t = 0; t < kOutW; ++t)
-          if (gc + t < w) out[t] = from_f32<T>(acc[r][t]);
-      }
-    }
+    compute_outputs<KH, KW>(tile + ty * kOutH * pitch + tx * kOutW, pitch, kr, ks, kh, kw, acc);
+    store_outputs<T>(z, img_i, h, w, row0 + ty * kOutH, col0 + tx * kOutW, vec, acc);
   }
 }
 
