@@ -9,6 +9,7 @@
 #include "hk/ops/gelu.hpp"
 #include "hk/ops/gemm.hpp"
 #include "hk/ops/gemm_fp8.hpp"
+#include "hk/ops/gemm_w4a16.hpp"
 #include "hk/ops/rmsnorm.hpp"
 #include "hk/ops/rope.hpp"
 #include "hk/ops/row_sum.hpp"
