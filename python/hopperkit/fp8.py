@@ -91,7 +91,9 @@ def _quantize_torch(x: Any, scaling: str, dtype: str, block_rows: int) -> tuple:
 
 if torch is not None:
 
-    @torch.library.custom_op("hopperkit::quantize_fp8", mutates_args=())
+    # The schema is given, not inferred: the annotations name Tensor only for type checkers.
+    @torch.library.custom_op("hopperkit::quantize_fp8", mutates_args=(),
+                             schema="(Tensor x, str scaling, str dtype, int block_rows) -> (Tensor, Tensor)")
     def _quantize_op(x: Tensor, scaling: str, dtype: str, block_rows: int) -> tuple[Tensor, Tensor]:
         return _quantize_torch(x, scaling, dtype, block_rows)
 

@@ -17,6 +17,11 @@
 // warpgroups run out of phase, so one's promotion overlaps the other's wgmma. The block scales
 // of a k-block are loaded (L2-resident, 2 + 1 floats per thread) while its wgmma runs.
 //
+// Schedule: a persistent grid (one CTA per SM, at most one per tile) walks the tiles in groups
+// of kGroup 128-row panels of A (common/sched/tile_scheduler.hpp), so the CTAs running at once
+// share those panels and a few column panels of B in L2. The ring runs on across tiles: the
+// producer loads the next tile's first k-blocks while the consumers store the last one.
+//
 // Epilogue: d = acc * (sa[row] sb[col], tensor / row modes) + bias[col], rounded once to D's
 // dtype (bf16, f16, f32; read at run time) and stored from registers, in pairs where the address
 // allows: any N, any leading stride of D. Tails: TMA zero-fills out-of-bounds loads (past M, N
@@ -40,6 +45,8 @@
 #include "common/ptx/tma.cuh"
 #include "common/ptx/wgmma.cuh"
 #include "common/ptx/wgmma_fp8.cuh"
+#include "common/sched/tile_scheduler.hpp"
+#include "gemm_fp8/fp8_common.cuh"
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
 namespace hk::gemm_fp8_impl {
@@ -47,6 +54,7 @@ namespace hk::gemm_fp8_impl {
 constexpr int kBlockM = 128, kBlockN = 128;
 constexpr int kBlockK = 128;  // NOTE: 128 fp8 = 128 bytes, one row of the 128B swizzle; 4 k32 steps
 constexpr int kStages = 6;
+constexpr int kGroup = 16;  // 128-row panels of A per group of the tile order
 constexpr int kConsumers = 2;
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kTileBytes = kBlockM * kBlockK;  // (128, 128) fp8: A's tile, and B's (kBlockN = kBlockM)
@@ -56,36 +64,6 @@ static_assert(kBlockK == kFp8ScaleBlock, "one k-block is one scaling block: its 
 static_assert(kBlockN == kFp8ScaleBlock, "one tile's columns share one row of sb in the block-wise mode");
 static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block on sm_90");
 static_assert(128 * 40 + kConsumers * 128 * 232 <= 65536, "register file: 40 + 2 x 232 per lane");
-
-template <class OutT>
-__device__ __forceinline__ OutT from_f32(float v) {
-  if constexpr (std::is_same_v<OutT, float>) return v;
-  else if constexpr (std::is_same_v<OutT, __half>) return __float2half_rn(v);
-  else return __float2bfloat16_rn(v);
-}
-
-template <class OutT>
-__device__ __forceinline__ float bias_at(const void* bias, int64_t j) {
-  const OutT v = static_cast<const OutT*>(bias)[j];
-  if constexpr (std::is_same_v<OutT, float>) return v;
-  else if constexpr (std::is_same_v<OutT, __half>) return __half2float(v);
-  else return __bfloat162float(v);
-}
-
-// A pair of adjacent outputs (row, col) and (row, col + 1) as one 4- or 8-byte store when both
-// are inside and the address is aligned for it, else one by one.
-template <class OutT>
-__device__ __forceinline__ void store_pair(OutT* row_ptr, int64_t col, int64_t n, float v0, float v1) {
-  OutT* p = row_ptr + col;
-  if (col + 1 < n && reinterpret_cast<uintptr_t>(p) % (2 * sizeof(OutT)) == 0) {
-    if constexpr (std::is_same_v<OutT, float>) *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
-    else if constexpr (std::is_same_v<OutT, __half>) *reinterpret_cast<__half2*>(p) = __floats2half2_rn(v0, v1);
-    else *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v0, v1);
-  } else {
-    if (col < n) p[0] = from_f32<OutT>(v0);
-    if (col + 1 < n) p[1] = from_f32<OutT>(v1);
-  }
-}
 
 // The warpgroup's 64 x 128 accumulators into D: rows m_tile + 16 w + l / 4 + 8 h, columns
 // n0 + 8 j + 2 (l % 4) + c (wgmma.cuh's fragment layout).
@@ -118,8 +96,8 @@ __device__ __forceinline__ void store_tile(const GemmFp8Args& g, const float (&a
 }
 
 // TA, TB: __nv_fp8_e4m3 or __nv_fp8_e5m2. kBlockScaled: block-wise scales applied at promotion
-// (else per-tensor / row-wise scales in the epilogue). One CTA per 128 x 128 tile of D: blockIdx.x
-// walks M, so the CTAs resident at once share B's column of tiles (L2 reuse of the weight).
+// (else per-tensor / row-wise scales in the epilogue). CTA c computes tiles c, c + G, c + 2G, ...
+// of the grouped order (G = gridDim.x).
 template <class TA, class TB, bool kBlockScaled>
 __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b, const GemmFp8Args& g) {
   extern __shared__ uint8_t hk_gemm_fp8_smem[];
@@ -132,7 +110,9 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
   using RingPos = PipelineState<kStages, int>;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  const int64_t m_block = blockIdx.x, n_block = blockIdx.y;
+  const auto sched = sched::TileScheduler::make((g.m + kBlockM - 1) / kBlockM, (g.n + kBlockN - 1) / kBlockN, 1, 1,
+                                                kGroup);
+  const int64_t units = sched.units();
   const int k_blocks = static_cast<int>((g.k + kBlockK - 1) / kBlockK);
 
   if (threadIdx.x == 0) {
@@ -146,15 +126,18 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
     // ---- producer: one thread issues every TMA load ----
     ptx::setmaxnreg_dec<40>();
     if (t == 0) {
-      const int32_t m0 = static_cast<int32_t>(m_block * kBlockM), n0 = static_cast<int32_t>(n_block * kBlockN);
       RingPos it;
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-        const int s = it.stage();
-        ring.producer_acquire(it);
-        ring.producer_expect_tx(it, kStageBytes);  // whole boxes: out-of-bounds bytes are zero-filled, still counted
-        const int32_t k0 = kb * kBlockK;
-        ptx::tma_load_3d(sa_tiles + s * kTileBytes, tma_a, k0, m0, 0, ring.full_barrier(it));  // box (128 K, 128 M)
-        ptx::tma_load_3d(sb_tiles + s * kTileBytes, tma_b, k0, n0, 0, ring.full_barrier(it));  // box (128 K, 128 N)
+      for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+        const sched::TileCoord tc = sched.tile(u, 0);
+        const int32_t m0 = static_cast<int32_t>(tc.m_block * kBlockM), n0 = static_cast<int32_t>(tc.n_block * kBlockN);
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          const int s = it.stage();
+          ring.producer_acquire(it);
+          ring.producer_expect_tx(it, kStageBytes);  // whole boxes: out-of-bounds bytes are zero-filled, still counted
+          const int32_t k0 = kb * kBlockK;
+          ptx::tma_load_3d(sa_tiles + s * kTileBytes, tma_a, k0, m0, 0, ring.full_barrier(it));  // box (128 K, 128 M)
+          ptx::tma_load_3d(sb_tiles + s * kTileBytes, tma_b, k0, n0, 0, ring.full_barrier(it));  // box (128 K, 128 N)
+        }
       }
     }
   } else {
@@ -162,48 +145,51 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
     ptx::setmaxnreg_inc<232>();
     const int cw = wg - 1;  // 64-row half of the tile
     const int w = t / 32, l = t % 32;
-    const int64_t m_tile = m_block * kBlockM + cw * 64;
     float acc[kBlockN / 2];  // (64, 128) f32 running sums, fragment layout in wgmma.cuh
     float blk[kBlockN / 2];  // (64, 128) one k-block's wgmma accumulators
-#pragma unroll
-    for (int i = 0; i < kBlockN / 2; ++i) acc[i] = 0.0f;
-    // Block-wise: this thread's two rows of sa (rows past M read as 0: never stored) and the
-    // tile's row of sb.
-    const int64_t r0 = m_tile + w * 16 + l / 4, r1 = r0 + 8;
-    const float* sa_r0 = g.sa + (r0 < g.m ? r0 : 0) * g.sa_s0;
-    const float* sa_r1 = g.sa + (r1 < g.m ? r1 : 0) * g.sa_s0;
-    const float* sb_n = g.sb + n_block * g.sb_s0;
     RingPos it;
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-      const int s = it.stage();
-      ring.consumer_wait(it);
-      const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa_tiles + s * kTileBytes)) + cw * 8192;
-      const uint32_t b_base = static_cast<uint32_t>(__cvta_generic_to_shared(sb_tiles + s * kTileBytes));
-      ptx::wgmma_fence();
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+      const sched::TileCoord tc = sched.tile(u, 0);
+      const int64_t m_tile = tc.m_block * kBlockM + cw * 64;
 #pragma unroll
-      for (int kk = 0; kk < kBlockK / 32; ++kk)  // +32 bytes per k32 step inside the swizzled row
-        ptx::wgmma_m64n128k32_fp8<TA, TB>(blk, ptx::make_smem_desc_sw128(a_base + kk * 32, 16, 1024),
-                                          ptx::make_smem_desc_sw128(b_base + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
-      ptx::wgmma_commit_group();
-      float s0 = 1.0f, s1 = 1.0f;
-      if constexpr (kBlockScaled) {
-        const float sbv = __ldg(sb_n + kb * g.sb_s1);
-        s0 = (r0 < g.m ? __ldg(sa_r0 + kb * g.sa_s1) : 0.0f) * sbv;
-        s1 = (r1 < g.m ? __ldg(sa_r1 + kb * g.sa_s1) : 0.0f) * sbv;
-      }
-      ptx::wgmma_wait_group<0>();
-      ptx::wgmma_fence_operands(blk);
-      if (l == 0) ring.consumer_release(it);  // this warp has read the slot
+      for (int i = 0; i < kBlockN / 2; ++i) acc[i] = 0.0f;
+      // Block-wise: this thread's two rows of sa (rows past M read as 0: never stored) and the
+      // tile's row of sb.
+      const int64_t r0 = m_tile + w * 16 + l / 4, r1 = r0 + 8;
+      const float* sa_r0 = g.sa + (r0 < g.m ? r0 : 0) * g.sa_s0;
+      const float* sa_r1 = g.sa + (r1 < g.m ? r1 : 0) * g.sa_s0;
+      const float* sb_n = g.sb + tc.n_block * g.sb_s0;
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const int s = it.stage();
+        ring.consumer_wait(it);
+        const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa_tiles + s * kTileBytes)) + cw * 8192;
+        const uint32_t b_base = static_cast<uint32_t>(__cvta_generic_to_shared(sb_tiles + s * kTileBytes));
+        ptx::wgmma_fence();
 #pragma unroll
-      for (int i = 0; i < kBlockN / 2; ++i) {
-        if constexpr (kBlockScaled) acc[i] = fmaf(blk[i], (i & 2) ? s1 : s0, acc[i]);  // d[4j + 2h + c]: row h
-        else acc[i] += blk[i];
+        for (int kk = 0; kk < kBlockK / 32; ++kk)  // +32 bytes per k32 step inside the swizzled row
+          ptx::wgmma_m64n128k32_fp8<TA, TB>(blk, ptx::make_smem_desc_sw128(a_base + kk * 32, 16, 1024),
+                                            ptx::make_smem_desc_sw128(b_base + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+        ptx::wgmma_commit_group();
+        float s0 = 1.0f, s1 = 1.0f;
+        if constexpr (kBlockScaled) {
+          const float sbv = __ldg(sb_n + kb * g.sb_s1);
+          s0 = (r0 < g.m ? __ldg(sa_r0 + kb * g.sa_s1) : 0.0f) * sbv;
+          s1 = (r1 < g.m ? __ldg(sa_r1 + kb * g.sa_s1) : 0.0f) * sbv;
+        }
+        ptx::wgmma_wait_group<0>();
+        ptx::wgmma_fence_operands(blk);
+        if (l == 0) ring.consumer_release(it);  // this warp has read the slot
+#pragma unroll
+        for (int i = 0; i < kBlockN / 2; ++i) {
+          if constexpr (kBlockScaled) acc[i] = fmaf(blk[i], (i & 2) ? s1 : s0, acc[i]);  // d[4j + 2h + c]: row h
+          else acc[i] += blk[i];
+        }
       }
+      const int64_t n0 = tc.n_block * kBlockN;
+      if (g.out_dtype == DType::kF32) store_tile<float, kBlockScaled>(g, acc, m_tile, n0, t);
+      else if (g.out_dtype == DType::kF16) store_tile<__half, kBlockScaled>(g, acc, m_tile, n0, t);
+      else store_tile<__nv_bfloat16, kBlockScaled>(g, acc, m_tile, n0, t);
     }
-    const int64_t n0 = n_block * kBlockN;
-    if (g.out_dtype == DType::kF32) store_tile<float, kBlockScaled>(g, acc, m_tile, n0, t);
-    else if (g.out_dtype == DType::kF16) store_tile<__half, kBlockScaled>(g, acc, m_tile, n0, t);
-    else store_tile<__nv_bfloat16, kBlockScaled>(g, acc, m_tile, n0, t);
   }
 }
 
@@ -218,20 +204,9 @@ inline CUtensorMap fp8_matrix_map(const void* base, int64_t rows, int64_t k, int
   return ptx::make_tensor_map_3d(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-// Calls fn(TA{}, TB{}) with the storage types of A's and B's formats.
-template <class Fn>
-void dispatch_fp8_pair(DType a, DType b, Fn&& fn) {
-  auto with_b = [&](auto ta) {
-    if (b == DType::kF8E5M2) fn(ta, __nv_fp8_e5m2{});
-    else fn(ta, __nv_fp8_e4m3{});
-  };
-  if (a == DType::kF8E5M2) with_b(__nv_fp8_e5m2{});
-  else with_b(__nv_fp8_e4m3{});
-}
-
 using WgmmaFp8Kernel = void (*)(CUtensorMap, CUtensorMap, GemmFp8Args);
 
-// One grid of 128 x 128 tiles: (M tiles, N tiles).
+// A persistent grid: one CTA per SM (197 KB of shared memory each), at most one per tile.
 inline void launch_wgmma_fp8(WgmmaFp8Kernel kernel, const GemmFp8Args& g, const char* name, cudaStream_t stream) {
   {
     static std::mutex mu;
@@ -242,10 +217,9 @@ inline void launch_wgmma_fp8(WgmmaFp8Kernel kernel, const GemmFp8Args& g, const 
   }
   const CUtensorMap ma = fp8_matrix_map(g.a, g.m, g.k, g.a_s0);
   const CUtensorMap mb = fp8_matrix_map(g.b, g.n, g.k, g.b_s0);
-  const int64_t mt = ceil_div(g.m, kBlockM), nt = ceil_div(g.n, kBlockN);
-  if (mt > INT32_MAX || nt > 65535)
-    HK_THROW(kNotSupported, "gemm_fp8/", name, ": grid of ", mt, " x ", nt, " tiles exceeds the grid limits");
-  kernel<<<dim3(static_cast<unsigned>(mt), static_cast<unsigned>(nt)), kThreads, kSmemBytes, stream>>>(ma, mb, g);
+  const int64_t tiles = ceil_div(g.m, kBlockM) * ceil_div(g.n, kBlockN);
+  const int grid = static_cast<int>(std::min<int64_t>(tiles, device_info().sm_count));
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(ma, mb, g);
   HK_CHECK_LAUNCH(name);
 }
 

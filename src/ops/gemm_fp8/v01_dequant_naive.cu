@@ -7,7 +7,8 @@
 #include <cuda_fp8.h>
 
 #include "common/launch.cuh"
-#include "gemm_fp8/hopper_fp8.cuh"
+#include "gemm_fp8/fp8_common.cuh"
+#include "gemm_fp8/gemm_fp8_op.hpp"
 
 namespace hk {
 namespace {

@@ -3,7 +3,8 @@
 // Rung 2: FP8 wgmma (m64n128k32) fed by TMA through a 6-stage mbarrier ring, per-tensor and
 // row-wise scales applied once in the epilogue.
 // Adds over v01: tensor cores at FP8 rate (2x bf16's) with operands in swizzled shared memory,
-// a producer warpgroup whose loads run ahead of the two consumer warpgroups; each 128-deep
+// a producer warpgroup whose loads run ahead of the two consumer warpgroups, a persistent grid
+// in an L2-friendly grouped tile order; each 128-deep
 // k-block's products are promoted into f32 registers (gemm_fp8/hopper_fp8.cuh) so that long K
 // keeps f32 accuracy.
 // Needs: sm_90a; A and B K-major with 16-byte aligned bases and row strides (K % 16 == 0 when
