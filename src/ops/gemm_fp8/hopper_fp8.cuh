@@ -23,8 +23,8 @@
 // producer loads the next tile's first k-blocks while the consumers store the last one.
 //
 // Epilogue: d = acc * (sa[row] sb[col], tensor / row modes) + bias[col], rounded once to D's
-// dtype (bf16, f16, f32; read at run time) and stored from registers, in pairs where the address
-// allows: any N, any leading stride of D. Tails: TMA zero-fills out-of-bounds loads (past M, N
+// dtype (bf16, f16, f32; read at run time) and stored from registers, 16 bytes per lane after a
+// quad shuffle (store_tile) where the address allows: any N, any leading stride of D. Tails: TMA zero-fills out-of-bounds loads (past M, N
 // or K), so partial tiles and k-blocks add zeros; rows and columns past M and N are not stored.
 #pragma once
 
@@ -65,32 +65,87 @@ static_assert(kBlockN == kFp8ScaleBlock, "one tile's columns share one row of sb
 static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block on sm_90");
 static_assert(128 * 40 + kConsumers * 128 * 232 <= 65536, "register file: 40 + 2 x 232 per lane");
 
-// The warpgroup's 64 x 128 accumulators into D: rows m_tile + 16 w + l / 4 + 8 h, columns
-// n0 + 8 j + 2 (l % 4) + c (wgmma.cuh's fragment layout).
+// Eight consecutive outputs of one row from registers: one 16-byte store per 16 bytes when all
+// eight lie inside and the address is 16-byte aligned, else element by element.
+template <class OutT>
+__device__ __forceinline__ void store_eight(OutT* p, int64_t col, int64_t n, const float (&v)[8]) {
+  if (col + 7 < n && reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+    if constexpr (std::is_same_v<OutT, float>) {
+      reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+      reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+      uint4 w;
+      uint32_t* u = reinterpret_cast<uint32_t*>(&w);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (std::is_same_v<OutT, __half>) {
+          __half2 h = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+          u[e] = *reinterpret_cast<uint32_t*>(&h);
+        } else {
+          __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+          u[e] = *reinterpret_cast<uint32_t*>(&h);
+        }
+      }
+      *reinterpret_cast<uint4*>(p) = w;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (col + e < n) p[e] = from_f32<OutT>(v[e]);
+  }
+}
+
+// The warpgroup's 64 x 128 accumulators into D. In wgmma's fragment layout (wgmma.cuh) lane l
+// of warp w holds rows 16 w + l / 4 + 8 h and, per 8-column block j, the pair of columns
+// 8 j + 2 (l % 4) + {0, 1}: stored as it lies, a warp writes 16 bytes of each of 8 rows per
+// instruction. Instead the four lanes of a quad (one row) exchange pairs with shuffles so that
+// lane q holds all eight columns of blocks j = 4 i + q, and each store is 16 bytes per lane:
+// whole 32-byte sectors. Scales and bias are applied first, per pair, in place.
 template <class OutT, bool kBlockScaled>
-__device__ __forceinline__ void store_tile(const GemmFp8Args& g, const float (&acc)[kBlockN / 2], int64_t m_tile,
-                                           int64_t n0, int t) {
-  const int w = t / 32, l = t % 32;
+__device__ __forceinline__ void store_tile(const GemmFp8Args& g, float (&acc)[kBlockN / 2], int64_t m_tile, int64_t n0,
+                                           int t) {
+  const int w = t / 32, l = t % 32, q = l % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t row = m_tile + w * 16 + l / 4 + 8 * h;
-    if (row >= g.m) continue;
-    const float s_row = kBlockScaled ? 1.0f : __ldg(g.sa + row * g.sa_s0);
-    OutT* row_ptr = static_cast<OutT*>(g.d) + row * g.ldd;
+    const bool row_in = row < g.m;
+    const float s_row = kBlockScaled || !row_in ? 1.0f : __ldg(g.sa + row * g.sa_s0);
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
-      const int64_t col = n0 + 8 * j + (l % 4) * 2;
-      if (col >= g.n) continue;
-      float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      const int64_t col = n0 + 8 * j + q * 2;
+      float& v0 = acc[4 * j + 2 * h];
+      float& v1 = acc[4 * j + 2 * h + 1];
       if constexpr (!kBlockScaled) {
-        v0 *= s_row * __ldg(g.sb + col * g.sb_s0);
+        v0 *= col < g.n ? s_row * __ldg(g.sb + col * g.sb_s0) : 0.0f;
         v1 *= col + 1 < g.n ? s_row * __ldg(g.sb + (col + 1) * g.sb_s0) : 0.0f;
       }
       if (g.bias) {
-        v0 += bias_at<OutT>(g.bias, col);
+        if (col < g.n) v0 += bias_at<OutT>(g.bias, col);
         if (col + 1 < g.n) v1 += bias_at<OutT>(g.bias, col + 1);
       }
-      store_pair<OutT>(row_ptr, col, g.n, v0, v1);
+    }
+    OutT* row_ptr = static_cast<OutT*>(g.d) + (row_in ? row : 0) * g.ldd;
+#pragma unroll
+    for (int i = 0; i < kBlockN / 32; ++i) {
+      // Step s: read lane (q + s) % 4's pair of block 4 i + q; send this lane's pair of block
+      // 4 i + (q - s) % 4 (the block of the lane that reads it). Register indices stay static:
+      // the sent pair is picked and the received one placed by predicated moves.
+      float v[8] = {};
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int src = (q + s) & 3, jj = (q - s) & 3;
+        float x0 = acc[4 * (4 * i) + 2 * h], x1 = acc[4 * (4 * i) + 2 * h + 1];
+#pragma unroll
+        for (int b = 1; b < 4; ++b)
+          if (jj == b) x0 = acc[4 * (4 * i + b) + 2 * h], x1 = acc[4 * (4 * i + b) + 2 * h + 1];
+        x0 = __shfl_sync(0xffffffffu, x0, (l & ~3) | src);
+        x1 = __shfl_sync(0xffffffffu, x1, (l & ~3) | src);
+#pragma unroll
+        for (int b = 0; b < 4; ++b)
+          if (src == b) v[2 * b] = x0, v[2 * b + 1] = x1;
+      }
+      const int64_t col = n0 + 8 * (4 * i + q);
+      if (row_in && col < g.n) store_eight<OutT>(row_ptr + col, col, g.n, v);
     }
   }
 }
