@@ -4,7 +4,7 @@
 // BackwardFilter with the algorithm cudnnGet*Algorithm_v7's heuristics rank first, as
 // torch.nn.functional.conv2d runs it with torch.backends.cudnn.benchmark off. f32 runs FMA
 // math only (no TF32: the family's f32 tolerance is f32's); f16 and bf16 run tensor-op math
-// with f32 compute. Bias is a cudnnAddTensor after the forward. The algorithm choice is cached
+// with f32 compute. Bias is one elementwise pass after the forward (as PyTorch adds it). The algorithm choice is cached
 // per problem and device. The workspace is stream-ordered scratch, freed after the call.
 // Needs: a build with cuDNN; symmetric padding (cuDNN has one pad per dim); every tensor below
 // 2^31 elements; otherwise supports() says why. Also the dispatch's general route.
@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "hk/device.hpp"
 #include "hk/error.hpp"
 #include "conv2d/conv2d_op.hpp"
 #include "core/cublas.hpp"
@@ -80,7 +81,7 @@ cudnnDataType_t data_type(DType dt) {
 
 // The descriptors of one call, destroyed with it.
 struct Descs {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   explicit Descs(const Conv2dArgs& a) {
@@ -99,13 +100,8 @@ struct Descs {
                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolution2dDescriptor");
     check(cudnnSetConvolutionGroupCount(conv, int(a.prm.groups)), "cudnnSetConvolutionGroupCount");
-    if (a.bias) {
-      check(cudnnCreateTensorDescriptor(&bias), "cudnnCreateTensorDescriptor");
-      check(cudnnSetTensor4dDescriptor(bias, fmt, dt, 1, int(a.cout), 1, 1), "cudnnSetTensor4dDescriptor(bias)");
-    }
   }
   ~Descs() {
-    if (bias) cudnnDestroyTensorDescriptor(bias);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (y) cudnnDestroyTensorDescriptor(y);
@@ -115,15 +111,57 @@ struct Descs {
   Descs& operator=(const Descs&) = delete;
 };
 
-// The first algorithm of the heuristics' list that runs (f32: without tensor-op math, i.e. TF32).
+// The first algorithm of the heuristics' list that runs (f32: without tensor-op math, i.e.
+// TF32); algo -1 when there is none.
 template <class Perf>
-std::pair<int, cudnnMathType_t> pick(const Perf* perf, int count, DType dt, const char* what) {
+std::pair<int, cudnnMathType_t> pick(const Perf* perf, int count, DType dt) {
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (dt == DType::kF32 && perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
     return {int(perf[i].algo), perf[i].mathType};
   }
-  HK_THROW(kNotSupported, "conv2d/baseline_cudnn: ", what, " offers no algorithm for this problem");
+  return {-1, CUDNN_DEFAULT_MATH};
+}
+
+// The heuristics' algorithm for `a` on device `dev`, cached per problem and device.
+std::pair<int, cudnnMathType_t> algorithm(const Conv2dArgs& a, cudnnHandle_t h, const Descs& d, int dev) {
+  // The cache key: every field the descriptors carry.
+  std::string key;
+  for (int64_t v : {int64_t(a.dir), a.n, a.c, a.h, a.w_in, a.cout, a.kh, a.kw, a.prm.stride_h, a.prm.stride_w,
+                    a.prm.pad_top, a.prm.pad_left, a.prm.dilation_h, a.prm.dilation_w, a.prm.groups,
+                    int64_t(a.prm.layout), int64_t(a.dtype)})
+    key += std::to_string(v) + "_";
+  Handles& s = handles();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.algo.find({key, dev});
+    if (it != s.algo.end()) return it->second;
+  }
+  check(cudnnSetConvolutionMathType(d.conv, a.dtype == DType::kF32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+        "cudnnSetConvolutionMathType");
+  int got = 0;
+  std::pair<int, cudnnMathType_t> choice;
+  if (a.dir == ConvDirection::kForward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    check(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
+          "cudnnGetConvolutionForwardAlgorithm_v7");
+    choice = pick(perf, got, a.dtype);
+  } else if (a.dir == ConvDirection::kBackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                      &got, perf),
+          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    choice = pick(perf, got, a.dtype);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                        &got, perf),
+          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    choice = pick(perf, got, a.dtype);
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.algo[{key, dev}] = choice;
+  return choice;
 }
 
 void conv2d_baseline_cudnn_launch(const Conv2dArgs& a, cudaStream_t stream) {
@@ -132,47 +170,8 @@ void conv2d_baseline_cudnn_launch(const Conv2dArgs& a, cudaStream_t stream) {
   cudnnHandle_t h = handle(dev);
   check(cudnnSetStream(h, stream), "cudnnSetStream");
   Descs d(a);
-  check(cudnnSetConvolutionMathType(d.conv, a.dtype == DType::kF32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
-        "cudnnSetConvolutionMathType");
-
-  // The cache key: every field the descriptors carry.
-  std::string key;
-  for (int64_t v : {int64_t(a.dir), a.n, a.c, a.h, a.w_in, a.cout, a.kh, a.kw, a.prm.stride_h, a.prm.stride_w,
-                    a.prm.pad_top, a.prm.pad_left, a.prm.dilation_h, a.prm.dilation_w, a.prm.groups,
-                    int64_t(a.prm.layout), int64_t(a.dtype)})
-    key += std::to_string(v) + "_";
-  std::pair<int, cudnnMathType_t> choice;
-  {
-    Handles& s = handles();
-    std::unique_lock<std::mutex> lock(s.mu);
-    auto it = s.algo.find({key, dev});
-    if (it != s.algo.end()) {
-      choice = it->second;
-    } else {
-      lock.unlock();
-      int got = 0;
-      if (a.dir == ConvDirection::kForward) {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        check(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
-              "cudnnGetConvolutionForwardAlgorithm_v7");
-        choice = pick(perf, got, a.dtype, "cudnnGetConvolutionForwardAlgorithm_v7");
-      } else if (a.dir == ConvDirection::kBackwardData) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                          &got, perf),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-        choice = pick(perf, got, a.dtype, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
-                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
-              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-        choice = pick(perf, got, a.dtype, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      }
-      lock.lock();
-      s.algo[{key, dev}] = choice;
-    }
-  }
+  const std::pair<int, cudnnMathType_t> choice = algorithm(a, h, d, dev);
+  if (choice.first < 0) HK_THROW(kNotSupported, "conv2d/baseline_cudnn: cuDNN's heuristics offer no algorithm");
   check(cudnnSetConvolutionMathType(d.conv, choice.second), "cudnnSetConvolutionMathType");
 
   size_t ws_bytes = 0;
@@ -196,7 +195,7 @@ void conv2d_baseline_cudnn_launch(const Conv2dArgs& a, cudaStream_t stream) {
     check(cudnnConvolutionForward(h, &one, d.x, a.x, d.w, a.w, d.conv, cudnnConvolutionFwdAlgo_t(choice.first), ws,
                                   ws_bytes, &zero, d.y, a.out),
           "cudnnConvolutionForward");
-    if (a.bias) check(cudnnAddTensor(h, &one, d.bias, a.bias, &one, d.y, a.out), "cudnnAddTensor(bias)");
+    if (a.bias) conv2d_add_bias(a, stream);
   } else if (a.dir == ConvDirection::kBackwardData) {
     check(cudnnConvolutionBackwardData(h, &one, d.w, a.w, d.y, a.dy, d.conv, cudnnConvolutionBwdDataAlgo_t(choice.first),
                                        ws, ws_bytes, &zero, d.x, a.out),
@@ -216,6 +215,22 @@ std::string conv2d_baseline_cudnn_supports(const Conv2dProblem& p) {
            std::to_string(p.prm.pad_right);
   for (int64_t v : {p.n * p.c * p.h * p.w, p.n * p.cout * p.oh() * p.ow(), p.cout * p.cin_per_group() * p.kh * p.kw})
     if (v > INT_MAX) return "cuDNN's 4-d descriptors take tensors below 2^31 elements, got " + std::to_string(v);
+  if (!no_gpu_reason().empty()) return "";  // nothing to ask cuDNN without a device; launch would say
+  // Whether cuDNN's heuristics offer an algorithm for this problem on the current device.
+  Conv2dArgs a;
+  a.n = p.n, a.c = p.c, a.h = p.h, a.w_in = p.w, a.cout = p.cout, a.kh = p.kh, a.kw = p.kw;
+  a.oh = p.oh(), a.ow = p.ow();
+  a.prm = p.prm;
+  a.dtype = p.dtype;
+  a.dir = p.dir;
+  try {
+    int dev = 0;
+    HK_CHECK_CUDA(cudaGetDevice(&dev));
+    Descs d(a);
+    if (algorithm(a, handle(dev), d, dev).first < 0) return "cuDNN's heuristics offer no algorithm for this problem";
+  } catch (const Error& e) {
+    return std::string("cuDNN refused the problem: ") + e.what();
+  }
   return "";
 }
 

@@ -80,4 +80,8 @@ struct Conv2dArgs {
   static Conv2dArgs bind(const Conv2dProblem& p, const Operands& ops);
 };
 
+// y += bias[channel] over the forward output a.out (f32 math, one more rounding): for rungs
+// without a bias epilogue (conv2d/bias_add.cu).
+void conv2d_add_bias(const Conv2dArgs& a, cudaStream_t stream);
+
 }  // namespace hk
