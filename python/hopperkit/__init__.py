@@ -26,7 +26,7 @@ from ._C import __version__, git_sha
 from ._core import VariantInfo, bench, explain, families, problem, reference, run, supports, variants
 from ._core import torch as _torch
 from ._op import kernel_op, new_like
-from .attention import attention
+from .attention import attention, attention_varlen, scaled_dot_product_attention
 from .block_ops import rope, rope_backward, rope_tables, swiglu, swiglu_backward
 from .conv import conv2d, conv2d_single_channel
 from .fp8 import matmul_fp8, quantize_fp8
@@ -39,9 +39,9 @@ if _torch is not None:
     from . import nn
 
 __all__ = [
-    "VariantInfo", "__version__", "add_scalar", "attention", "bench", "explain", "families", "gelu",
+    "VariantInfo", "__version__", "add_scalar", "attention", "attention_varlen", "bench", "explain", "families", "gelu",
     "gelu_backward", "git_sha", "kernel_op", "linear", "matmul", "new_like", "outer_add", "outer_mul_relu",
     "problem", "reference", "rms_norm", "rope", "rope_backward", "rope_tables", "row_scale_relu", "row_sum", "run",
-    "softmax", "supports", "swiglu", "swiglu_backward", "variants",
+    "scaled_dot_product_attention", "softmax", "supports", "swiglu", "swiglu_backward", "variants",
     "weighted_sum",
 ]

@@ -4,6 +4,11 @@ custom op with autograd through hopperkit's backward kernels; NumPy arrays run t
 Layouts: "bshd" (FlashAttention's ``[B, S, H, D]``) or "bhsd" (PyTorch SDPA's ``[B, H, S, D]``).
 Either is taken through its strides, without a copy, as long as the last dim is contiguous (a
 ``q.transpose(1, 2)`` view of the other layout included); other tensors are copied first.
+
+``hk.attention_varlen``: FlashAttention's variable-length API (sequences packed along the rows of
+``[total, H, D]`` tensors, ``cu_seqlens`` prefix sums), the same kernels' thd layout.
+``hk.scaled_dot_product_attention``: ``torch.nn.functional.scaled_dot_product_attention``'s
+signature and semantics (top-left causal) on hopperkit's kernels.
 """
 
 from __future__ import annotations
@@ -102,3 +107,133 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, dout: Any, lse: Any, *, c
     left, right = window
     return _attention_backward(q, k, v, o, dout, lse, bool(causal), float(scale or 0.0), int(left),
                                int(right), float(softcap), layout, bool(deterministic))
+
+
+# ---- variable length (thd) ----------------------------------------------------------------------
+
+def varlen_layout_ok(t: Any) -> bool:
+    """Whether the attention kernels take torch tensor ``t`` of a varlen call as it is: the packed
+    q/k/v/o/dout (rank 3) with any row and head strides but a unit stride along D; lse (rank 2)
+    and cu_seqlens (rank 1) contiguous."""
+    if t.numel() == 0:
+        return True
+    if t.dim() == 3:
+        return t.shape[-1] == 1 or t.stride(-1) == 1
+    return t.is_contiguous()
+
+
+_op._LAYOUTS.setdefault("varlen", varlen_layout_ok)
+
+
+@kernel_op("attention", name="attention_varlen", attrs={"layout": "thd"}, layout="varlen")
+def _attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                      max_seqlen_q: int, max_seqlen_k: int, causal: bool = False, scale: float = 0.0,
+                      window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                      deterministic: bool = False) -> tuple[Tensor, Tensor]:
+    # o like q [total_q, Hq, D]; lse f32 [Hq, total_q] (FlashAttention's varlen lse layout).
+    return new_like(q), new_like(q, shape=(q.shape[1], q.shape[0]), dtype="f32")
+
+
+@kernel_op("attention", name="attention_varlen_backward", attrs={"backward": True, "layout": "thd"},
+           layout="varlen")
+def _attention_varlen_backward(q: Tensor, k: Tensor, v: Tensor, o: Tensor, dout: Tensor, lse: Tensor,
+                               cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                               causal: bool = False, scale: float = 0.0, window_left: int = -1,
+                               window_right: int = -1, softcap: float = 0.0,
+                               deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    return new_like(q), new_like(k), new_like(v)
+
+
+def _attention_varlen_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+    q, k, v, cu_q, cu_k = inputs[:5]
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+    ctx.attrs = tuple(inputs[5:])  # max_seqlen_q, max_seqlen_k, causal, scale, window, softcap, deterministic
+    ctx.mark_non_differentiable(lse)
+
+
+def _attention_varlen_grad(ctx: Any, dout: Any, _dlse: Any) -> tuple:
+    q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+    dq, dk, dv = _attention_varlen_backward(q, k, v, o, dout, lse, cu_q, cu_k, *ctx.attrs)
+    return (dq, dk, dv) + (None,) * 10
+
+_attention_varlen.register_autograd(_attention_varlen_grad, setup_context=_attention_varlen_setup_context)
+
+
+def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
+                     max_seqlen_k: int, *, causal: bool = False, scale: float | None = None,
+                     window: tuple[int, int] | None = None, softcap: float | None = None,
+                     deterministic: bool = False, return_lse: bool = False) -> Any:
+    """Attention over a batch of sequences of different lengths packed along the rows, as
+    FlashAttention's ``flash_attn_varlen_func``.
+
+    ``q``: [total_q, Hq, D]; ``k``, ``v``: [total_k, Hkv, D] (Hq a multiple of Hkv), any row and
+    head strides with D contiguous. ``cu_seqlens_q`` / ``cu_seqlens_k``: int32 [B + 1] prefix sums
+    on q's device (sequence b owns rows ``cu[b]`` to ``cu[b+1] - 1``); ``max_seqlen_q`` /
+    ``max_seqlen_k``: at least every sequence's length (they size the grid). Each sequence is
+    its own problem: ``causal`` is bottom-right aligned per sequence (query i of a sequence with
+    Sq queries and Sk keys sees key j iff j <= i + Sk - Sq), ``window=(left, right)`` likewise;
+    sequences of length 0 are valid. Returns o [total_q, Hq, D] and, with ``return_lse``, lse
+    f32 [Hq, total_q]. The prefix sums are not read on the host (no synchronization): on the GPU
+    wrong ones give unspecified rows, never an out-of-bounds access; CPU tensors and NumPy
+    arrays run the fp64 reference, which checks them (ValueError). Differentiable in q, k, v.
+    """
+    left, right = (-1, -1) if window is None else window
+    o, lse = _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, bool(causal),
+                               float(scale or 0.0), int(left), int(right), float(softcap or 0.0),
+                               bool(deterministic))
+    return (o, lse) if return_lse else o
+
+
+def attention_varlen_backward(q: Any, k: Any, v: Any, o: Any, dout: Any, lse: Any, cu_seqlens_q: Any,
+                              cu_seqlens_k: Any, max_seqlen_q: int, max_seqlen_k: int, *, causal: bool = False,
+                              scale: float | None = None, window: tuple[int, int] | None = None,
+                              softcap: float | None = None, deterministic: bool = False) -> tuple:
+    """dq, dk, dv of ``attention_varlen`` (P recomputed from lse [Hq, total_q])."""
+    left, right = (-1, -1) if window is None else window
+    return _attention_varlen_backward(q, k, v, o, dout, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                      max_seqlen_k, bool(causal), float(scale or 0.0), int(left), int(right),
+                                      float(softcap or 0.0), bool(deterministic))
+
+
+# ---- torch.nn.functional.scaled_dot_product_attention's signature -------------------------------
+
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Any:
+    """``torch.nn.functional.scaled_dot_product_attention`` on hopperkit's kernels: [B, H, S, D]
+    tensors (f16 or bf16; NumPy arrays run the fp64 reference), the same arguments and results.
+
+    ``is_causal`` is SDPA's mask: top-left aligned, query i sees keys j <= i whatever Sq and Sk
+    (hopperkit's own ``causal`` is bottom-right aligned; both agree when Sq == Sk). With
+    Sq <= Sk no query sees a key past Sq - 1, so the call runs hopperkit's causal attention on the
+    first Sq keys (a view; their gradients are zero); with Sq > Sk it runs the window
+    ``(-1, Sq - Sk)``, which is j <= i. Grouped-query attention needs ``enable_gqa=True`` (as in
+    torch): query head h reads key/value head h // (Hq / Hkv), never an expanded copy.
+    Not supported (the error says so): ``attn_mask`` (pass None; causal masks through
+    ``is_causal``, windows and softcap through ``hk.attention``), ``dropout_p`` != 0, a value head
+    dim different from the query's, tensors of other than 4 dims. Differentiable in q, k, v.
+    """
+    op = "hk.scaled_dot_product_attention"
+    if attn_mask is not None:
+        raise NotImplementedError(f"{op}: attn_mask is not supported; pass attn_mask=None (causal masks: "
+                                  "is_causal=True; sliding windows and softcap: hk.attention)")
+    if dropout_p != 0.0:
+        raise NotImplementedError(f"{op}: dropout_p={dropout_p} is not supported; only dropout_p=0.0 (no dropout)")
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.ndim != 4:
+            raise ValueError(f"{op}: {name} must have 4 dimensions [B, H, S, D], got shape {tuple(t.shape)}")
+    if value.shape[-1] != query.shape[-1]:
+        raise NotImplementedError(f"{op}: value's head dim {value.shape[-1]} differs from query's "
+                                  f"{query.shape[-1]}; only equal head dims are supported")
+    hq, hkv = query.shape[1], key.shape[1]
+    if hq != hkv and not enable_gqa:
+        raise ValueError(f"{op}: query has {hq} heads but key and value have {hkv}; pass enable_gqa=True for "
+                         "grouped-query attention (as torch does)")
+    sq, sk = query.shape[2], key.shape[2]
+    if not is_causal:
+        return attention(query, key, value, scale=scale, layout="bhsd")
+    if sq <= sk:
+        # top-left: no query sees a key past Sq - 1; on the first Sq keys top-left is bottom-right
+        return attention(query, key[:, :, :sq], value[:, :, :sq], causal=True, scale=scale, layout="bhsd")
+    return attention(query, key, value, scale=scale, window=(-1, sq - sk), layout="bhsd")

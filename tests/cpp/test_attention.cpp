@@ -2,7 +2,9 @@
 // every test problem (CPU), attrs() rebuild every problem (CPU), the fp64 reference against
 // finite differences and by hand (CPU), the tolerance against an emulation of the kernels'
 // 16-bit rounding (CPU), the public ops on transposed and padded views and the deterministic
-// backward run twice (GPU).
+// backward run twice (GPU). Variable length (thd): bad input and bad prefix sums (CPU), the
+// reference against per-sequence fixed-length problems (CPU), the dispatch per head dim (CPU),
+// the public varlen ops through padded views (GPU).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -113,6 +115,195 @@ TEST(AttentionBadInput, EmptyIsANoOp) {
   TensorView q(nullptr, DType::kBF16, {0, 8, 2, 64}), lse(nullptr, DType::kF32, {0, 2, 8});
   EXPECT_NO_THROW(hk::attention(q, q, q, q, lse));
   EXPECT_NO_THROW(hk::attention_backward(q, q, q, q, q, lse, q, q, q));
+}
+
+// ---- variable length (thd) --------------------------------------------------------------------
+
+namespace {
+
+TensorView cu_view(int64_t n, DType dt = DType::kI32, std::vector<int64_t> strides = {}) {
+  return TensorView(fake_ptr(), dt, {n}, std::move(strides));
+}
+
+}  // namespace
+
+TEST(AttentionVarlenBadInput, CuSeqlensAndShapes) {
+  // 3 sequences, 100 query rows, 120 key rows
+  auto q = t4(DType::kBF16, {100, 4, 64}), k = t4(DType::kBF16, {120, 2, 64});
+  auto lse = t4(DType::kF32, {4, 100});
+  auto cu = cu_view(4);
+  EXPECT_NO_THROW(hk::Registry::get().family("attention")->make_problem(
+      {q, k, k, cu, cu}, hk::Attrs{{"layout", std::string("thd")}, {"max_seqlen_q", int64_t(50)},
+                                   {"max_seqlen_k", int64_t(60)}}));
+  expect_error(ErrorKind::kType, "cu_seqlens_q is f32, expected i32",
+               [&] { hk::attention_varlen(q, k, k, cu_view(4, DType::kF32), cu, 50, 60, q, lse); });
+  expect_error(ErrorKind::kType, "cu_seqlens_k is bf16",
+               [&] { hk::attention_varlen(q, k, k, cu, cu_view(4, DType::kBF16), 50, 60, q, lse); });
+  TensorView cu2(fake_ptr(), DType::kI32, {2, 2});
+  expect_error(ErrorKind::kValue, "cu_seqlens_q must have 1 dimension",
+               [&] { hk::attention_varlen(q, k, k, cu2, cu, 50, 60, q, lse); });
+  expect_error(ErrorKind::kValue, "cu_seqlens_k has 5 entries but cu_seqlens_q has 4",
+               [&] { hk::attention_varlen(q, k, k, cu, cu_view(5), 50, 60, q, lse); });
+  expect_error(ErrorKind::kValue, "at least 1", [&] { hk::attention_varlen(q, k, k, cu_view(0), cu_view(0), 50, 60, q, lse); });
+  expect_error(ErrorKind::kNotSupported, "cu_seqlens_q must be contiguous",
+               [&] { hk::attention_varlen(q, k, k, cu_view(4, DType::kI32, {2}), cu, 50, 60, q, lse); });
+  TensorView cu_null(nullptr, DType::kI32, {4});
+  expect_error(ErrorKind::kValue, "cu_seqlens_q is a null pointer",
+               [&] { hk::attention_varlen(q, k, k, cu_null, cu, 50, 60, q, lse); });
+  TensorView cu_odd(fake_ptr(2), DType::kI32, {4});
+  expect_error(ErrorKind::kNotSupported, "4-byte", [&] { hk::attention_varlen(q, k, k, cu_odd, cu, 50, 60, q, lse); });
+  expect_error(ErrorKind::kValue, "max_seqlen_q and max_seqlen_k must be >= 0",
+               [&] { hk::attention_varlen(q, k, k, cu, cu, -1, 60, q, lse); });
+  // packed tensors are rank 3; lse is [Hq, total_q]
+  auto q4 = t4(DType::kBF16, {1, 100, 4, 64});
+  expect_error(ErrorKind::kValue, "q must have 3 dimensions (total, H, D)",
+               [&] { hk::attention_varlen(q4, k, k, cu, cu, 50, 60, q4, lse); });
+  auto lse_bad = t4(DType::kF32, {3, 4, 50});
+  expect_error(ErrorKind::kValue, "(Hq, total_q)", [&] { hk::attention_varlen(q, k, k, cu, cu, 50, 60, q, lse_bad); });
+  auto k6 = t4(DType::kBF16, {120, 3, 64});
+  expect_error(ErrorKind::kValue, "multiple of k's and v's (3)", [&] { hk::attention_varlen(q, k6, k6, cu, cu, 50, 60, q, lse); });
+  auto dk_bad = t4(DType::kBF16, {119, 2, 64});
+  expect_error(ErrorKind::kValue, "dk has shape", [&] {
+    hk::attention_varlen_backward(q, k, k, q, q, lse, cu, cu, 50, 60, q, dk_bad, k);
+  });
+  expect_error(ErrorKind::kType, "cu_seqlens_q is f32", [&] {
+    hk::attention_varlen_backward(q, k, k, q, q, lse, cu_view(4, DType::kF32), cu, 50, 60, q, k, k);
+  });
+  // the packed layout belongs to attention_varlen; max_seqlen to the packed layout
+  AttentionOptions thd;
+  thd.layout = AttentionLayout::kTHD;
+  auto q4b = t4(DType::kBF16, {1, 8, 2, 64});
+  auto lse4 = t4(DType::kF32, {1, 2, 8});
+  expect_error(ErrorKind::kValue, "attention_varlen", [&] { hk::attention(q4b, q4b, q4b, q4b, lse4, thd); });
+  auto* fam = hk::Registry::get().family("attention");
+  expect_error(ErrorKind::kValue, "needs max_seqlen_q",
+               [&] { fam->make_problem({q, k, k, cu, cu}, hk::Attrs{{"layout", std::string("thd")}}); });
+  expect_error(ErrorKind::kValue, "takes 5 inputs",
+               [&] { fam->make_problem({q, k, k}, hk::Attrs{{"layout", std::string("thd")}, {"max_seqlen_q", int64_t(1)},
+                                                            {"max_seqlen_k", int64_t(1)}}); });
+  expect_error(ErrorKind::kValue, "belong to layout",
+               [&] { fam->make_problem({q4b, q4b, q4b}, hk::Attrs{{"max_seqlen_q", int64_t(8)}}); });
+}
+
+TEST(AttentionVarlenBadInput, EmptyIsANoOp) {
+  TensorView q(nullptr, DType::kBF16, {0, 2, 64}), lse(nullptr, DType::kF32, {2, 0});
+  auto cu = cu_view(3);
+  EXPECT_NO_THROW(hk::attention_varlen(q, q, q, cu, cu, 0, 0, q, lse));
+  EXPECT_NO_THROW(hk::attention_varlen_backward(q, q, q, q, q, lse, cu, cu, 0, 0, q, q, q));
+  auto cu1 = cu_view(1);  // B = 0
+  auto qn = t4(DType::kBF16, {5, 2, 64});
+  auto lsen = t4(DType::kF32, {2, 5});
+  EXPECT_NO_THROW(hk::attention_varlen(qn, qn, qn, cu1, cu1, 5, 5, qn, lsen));
+}
+
+// The reference reads the prefix sums and checks every value (the NumPy / CPU path's errors).
+TEST(AttentionVarlenReference, ChecksThePrefixSums) {
+  const AttentionProblem p = AttentionProblem::varlen({3, 0, 5}, {4, 1, 2}, 2, 1, 8, DType::kF32);
+  auto bad = [&](int which, std::vector<double> cu, const std::string& fragment) {
+    std::vector<hk::HostTensor> in;
+    uint64_t seed = 3;
+    for (auto& spec : p.inputs()) in.push_back(hk::host::random_tensor(spec, seed++));
+    in[which].values = cu;
+    expect_error(ErrorKind::kValue, fragment, [&] { hktest::run_reference(p, in); });
+  };
+  bad(3, {0, 3, 2, 8}, "not non-decreasing");
+  bad(3, {0, 3, 3, 9}, "is not a row index in [0, 8]");
+  bad(3, {-1, 3, 3, 8}, "is not a row index");
+  bad(4, {0, 4, 5, 6, 7}, "expected B + 1 = 4");
+  bad(3, {0, 0, 0, 8}, "more than max_seqlen 5");
+  bad(4, {0, 4.5, 5, 7}, "is not a row index");
+}
+
+// Each sequence of a packed problem is the fixed-length problem of its own lengths: the thd
+// reference, forward and backward, equals (bit for bit: the same row computations) the bshd
+// reference of every sequence, with causal bottom-right aligned per sequence, a window, softcap,
+// GQA, and sequences of 0 and 1 rows; lse's [Hq, total_q] and rows outside every sequence too.
+TEST(AttentionVarlenReference, EqualsFixedLengthPerSequence) {
+  const std::vector<int64_t> lq = {7, 0, 1, 13, 5}, lk = {9, 4, 1, 13, 0};
+  const int64_t Hq = 4, Hk = 2, D = 3;
+  for (int variant = 0; variant < 3; ++variant)
+    for (bool bwd : {false, true}) {
+      AttentionProblem p = AttentionProblem::varlen(lq, lk, Hq, Hk, D, DType::kF32, bwd);
+      p.causal = variant == 0;
+      if (variant == 1) p.window_left = 2, p.window_right = 1;
+      if (variant == 2) p.softcap = 1.5, p.scale = 0.8;
+      std::vector<hk::HostTensor> in;
+      uint64_t seed = 17;
+      for (auto& spec : p.inputs()) in.push_back(hk::host::random_tensor(spec, seed++));
+      if (bwd)  // finite lse everywhere a row has keys, as the forward would give
+        for (auto& v : in[5].values) v = std::isfinite(v) ? v : 0.0;
+      auto out = hktest::run_reference(p, in);
+      int64_t q0 = 0, k0 = 0;
+      for (size_t b = 0; b < lq.size(); ++b) {
+        AttentionProblem s(1, lq[b], lk[b], Hq, Hk, D, DType::kF32, bwd);
+        s.causal = p.causal, s.window_left = p.window_left, s.window_right = p.window_right;
+        s.softcap = p.softcap, s.scale = p.scale;
+        std::vector<hk::HostTensor> sin;
+        auto specs = s.inputs();
+        auto rows = [&](const hk::HostTensor& t, int64_t r0, int64_t n, int64_t h) {
+          return std::vector<double>(t.values.begin() + r0 * h * D, t.values.begin() + (r0 + n) * h * D);
+        };
+        sin.push_back({specs[0], rows(in[0], q0, lq[b], Hq)});
+        sin.push_back({specs[1], rows(in[1], k0, lk[b], Hk)});
+        sin.push_back({specs[2], rows(in[2], k0, lk[b], Hk)});
+        if (bwd) {
+          sin.push_back({specs[3], rows(in[3], q0, lq[b], Hq)});
+          sin.push_back({specs[4], rows(in[4], q0, lq[b], Hq)});
+          std::vector<double> l;
+          for (int64_t h = 0; h < Hq; ++h)
+            for (int64_t i = 0; i < lq[b]; ++i) l.push_back(in[5].values[h * p.total_q + q0 + i]);
+          sin.push_back({specs[5], l});
+        }
+        auto sout = hktest::run_reference(s, sin);
+        const std::string what = p.key() + " sequence " + std::to_string(b);
+        if (!bwd) {
+          EXPECT_EQ(rows(out[0], q0, lq[b], Hq), sout[0].values) << what;
+          for (int64_t h = 0; h < Hq; ++h)
+            for (int64_t i = 0; i < lq[b]; ++i)
+              EXPECT_EQ(out[1].values[h * p.total_q + q0 + i], sout[1].values[h * lq[b] + i]) << what;
+        } else {
+          EXPECT_EQ(rows(out[0], q0, lq[b], Hq), sout[0].values) << what;
+          EXPECT_EQ(rows(out[1], k0, lk[b], Hk), sout[1].values) << what;
+          EXPECT_EQ(rows(out[2], k0, lk[b], Hk), sout[2].values) << what;
+        }
+        q0 += lq[b], k0 += lk[b];
+      }
+      // sequence 4 has no key: O = 0, lse = -inf (bottom-right causal or not)
+      if (!bwd) {
+        for (int64_t h = 0; h < Hq; ++h)
+          EXPECT_EQ(out[1].values[h * p.total_q + p.total_q - 1], -std::numeric_limits<double>::infinity());
+      }
+    }
+}
+
+TEST(AttentionVarlenDispatch, PicksByHeadDim) {
+  auto& reg = hk::Registry::get();
+  auto pick = [&](int64_t d, bool bwd, DType dt = DType::kBF16) {
+    AttentionProblem p = AttentionProblem::varlen({100, 0, 1, 300}, {100, 5, 1, 300}, 8, 2, d, dt, bwd);
+    p.causal = true;
+    return reg.pick(p).name();
+  };
+  EXPECT_EQ(pick(64, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(128, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(128, false, DType::kF16), "v05_wgmma_tma");
+  EXPECT_EQ(pick(96, false), "v03_fa2_mma_sync");
+  EXPECT_EQ(pick(32, false), "v03_fa2_mma_sync");
+  EXPECT_EQ(pick(40, false), "v02_online_softmax");
+  EXPECT_EQ(pick(64, true), "v04_fa2_backward");
+  EXPECT_EQ(pick(96, true), "v04_fa2_backward");
+  EXPECT_EQ(pick(128, true), "v02_online_softmax");  // v04's thd D = 128 would spill
+  AttentionProblem p = AttentionProblem::varlen({100}, {100}, 2, 2, 64, DType::kBF16);
+  EXPECT_NE(reg.variant("attention", "v01_materialized")->supports(p), "");
+  EXPECT_NE(reg.variant("attention", "v06_pingpong_overlap")->supports(p), "");
+  EXPECT_EQ(reg.variant("attention", "v02_online_softmax")->supports(p), "");
+  // no keys at all: no TMA extent
+  AttentionProblem nok = AttentionProblem::varlen({100, 3}, {0, 0}, 2, 2, 64, DType::kBF16);
+  EXPECT_NE(reg.variant("attention", "v05_wgmma_tma")->supports(nok), "");
+  EXPECT_EQ(reg.pick(nok).name(), "v03_fa2_mma_sync");
+  // thd's key names the packed sizes; attrs() carry the maxima
+  EXPECT_EQ(p.key(), "thd1x100x100_t100x100_h2x2_d64_bf16_fwd");
+  EXPECT_EQ(p.attrs().get_int("attention", "max_seqlen_q", -1), 100);
+  EXPECT_EQ(p.attrs().get_string("attention", "layout", ""), "thd");
 }
 
 // Every test problem (and the bench problems) has a production rung: the public op never
@@ -425,6 +616,34 @@ TEST(AttentionPublic, DeterministicBackwardIsBitwiseRepeatable) {
     auto r = c.check();
     EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
   }
+}
+
+// The public varlen ops (dispatch included) on packed tensors with padded rows, forward and
+// backward, against the fp64 reference of the same problem.
+TEST(AttentionPublic, VarlenThroughPaddedViews) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  for (bool bwd : {false, true})
+    for (int64_t d : {64, 128, 96, 40}) {
+      auto p = std::make_shared<AttentionProblem>(
+          AttentionProblem::varlen({113, 0, 1, 203, 64}, {150, 7, 1, 203, 0}, 8, 2, d, DType::kBF16, bwd));
+      p->causal = true;
+      const int64_t row = d + 8;  // padded rows, 16-byte multiples
+      p->str_q = {0, 8 * row, row};
+      hk::bench::Case c(p, 5);
+      c.poison_outputs();
+      hk::Operands ops = c.operands();
+      AttentionOptions opt = options_of(*p);
+      if (!bwd)
+        hk::attention_varlen(ops.in[0], ops.in[1], ops.in[2], ops.in[3], ops.in[4], p->seqlen_q, p->seqlen_k,
+                             ops.out[0], ops.out[1], opt);
+      else
+        hk::attention_varlen_backward(ops.in[0], ops.in[1], ops.in[2], ops.in[3], ops.in[4], ops.in[5], ops.in[6],
+                                      ops.in[7], p->seqlen_q, p->seqlen_k, ops.out[0], ops.out[1], ops.out[2], opt);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      auto r = c.check();
+      EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
+    }
 }
 
 // The fp64 references of every test problem, timed (the GPU sweep computes each once per rung

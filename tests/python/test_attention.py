@@ -1,7 +1,10 @@
 """hk.attention: the fp64 reference path against an independent NumPy implementation (CPU, no
 torch needed), and on the GPU against torch's scaled_dot_product_attention: both layouts through
 strides, GQA, causal (bottom-right aligned) and windowed masks, softcap, fully masked rows,
-autograd through the backward kernels, the deterministic backward, opcheck and torch.compile."""
+autograd through the backward kernels, the deterministic backward, opcheck and torch.compile.
+hk.attention_varlen against the same oracle per sequence (NumPy) and against per-sequence
+hk.attention / torch SDPA (GPU); hk.scaled_dot_product_attention against SDPA's top-left causal
+math (NumPy) and torch's SDPA itself (GPU)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import numpy as np
 import pytest
 
 import hopperkit as hk
-from hopperkit.attention import _attention, attention_backward
+from hopperkit.attention import _attention, attention_backward, attention_varlen_backward
 
 
 # ---- an independent NumPy oracle (bshd, float64) ----------------------------------------------
@@ -228,3 +231,230 @@ def test_opcheck_and_compile(cuda):
                           test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
     f = torch.compile(lambda a, b, c: hk.attention(a, b, c, causal=True), fullgraph=True)
     torch.testing.assert_close(f(q, k, v), hk.attention(q, k, v, causal=True))
+
+
+# ---- variable length (thd) and the SDPA signature ----------------------------------------------
+
+VARLEN_CASES = [  # (lens_q, lens_k, Hq, Hkv, D, causal, window, softcap)
+    ([5, 0, 1, 7], [5, 3, 1, 9], 2, 1, 4, True, (-1, -1), 0.0),
+    ([3, 6], [8, 2], 4, 2, 3, False, (1, 0), 0.0),
+    ([4, 1, 0], [4, 2, 0], 2, 2, 8, False, (-1, -1), 1.5),
+]
+
+
+def varlen_arrays(c, seed=0):
+    lq, lk, hq, hkv, d = c[:5]
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((sum(lq), hq, d)).astype(np.float16)
+    k = rng.standard_normal((sum(lk), hkv, d)).astype(np.float16)
+    v = rng.standard_normal((sum(lk), hkv, d)).astype(np.float16)
+    cu_q = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lk)]).astype(np.int32)
+    return q, k, v, cu_q, cu_k
+
+
+def np_attention_varlen(q, k, v, cu_q, cu_k, causal=False, window=(-1, -1), softcap=0.0):
+    """o [total_q, Hq, D], lse [Hq, total_q] of each sequence through np_attention."""
+    o = np.zeros(q.shape)
+    lse = np.full((q.shape[1], q.shape[0]), -np.inf)
+    for b in range(len(cu_q) - 1):
+        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        if q1 == q0:
+            continue
+        ob, lb = np_attention(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, None, window, softcap)
+        o[q0:q1] = ob[0]
+        lse[:, q0:q1] = lb[0]
+    return o, lse
+
+
+@pytest.mark.parametrize("c", VARLEN_CASES, ids=lambda c: "lq{}_lk{}_d{}".format("-".join(map(str, c[0])),
+                                                                                 "-".join(map(str, c[1])), c[4]))
+def test_varlen_numpy_path_matches_per_sequence_oracle(c):
+    q, k, v, cu_q, cu_k = varlen_arrays(c)
+    causal, window, cap = c[5], c[6], c[7]
+    o, lse = hk.attention_varlen(q, k, v, cu_q, cu_k, max(c[0]), max(c[1]), causal=causal, window=window,
+                                 softcap=cap, return_lse=True)
+    want_o, want_lse = np_attention_varlen(q, k, v, cu_q, cu_k, causal, window, cap)
+    assert o.shape == q.shape and o.dtype == np.float16 and lse.shape == (q.shape[1], q.shape[0])
+    np.testing.assert_allclose(o.astype(np.float64), want_o, atol=2e-3, rtol=2e-3)
+    np.testing.assert_allclose(lse, want_lse.astype(np.float32), atol=1e-5, rtol=1e-5)
+
+
+def test_varlen_numpy_backward_matches_per_sequence_reference():
+    c = VARLEN_CASES[0]
+    q, k, v, cu_q, cu_k = varlen_arrays(c, 3)
+    mq, mk = max(c[0]), max(c[1])
+    o, lse = hk.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, causal=True, return_lse=True)
+    dout = np.random.default_rng(4).standard_normal(o.shape).astype(np.float16)
+    dq, dk, dv = attention_varlen_backward(q, k, v, o, dout, lse, cu_q, cu_k, mq, mk, causal=True)
+    for b in range(len(cu_q) - 1):
+        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        if q1 == q0 and k1 == k0:
+            continue
+        want = hk.reference("attention", q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], o[None, q0:q1],
+                            dout[None, q0:q1], np.ascontiguousarray(lse[None, :, q0:q1]), backward=True, causal=True)
+        for got, exp, r0, r1 in zip((dq, dk, dv), want, (q0, k0, k0), (q1, k1, k1)):
+            np.testing.assert_allclose(got[r0:r1].astype(np.float64), exp[0], atol=2e-3, rtol=2e-3)
+
+
+def test_varlen_bad_prefix_sums():
+    c = VARLEN_CASES[0]
+    q, k, v, cu_q, cu_k = varlen_arrays(c)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        hk.attention_varlen(q, k, v, cu_q[::-1].copy(), cu_k, 7, 9)
+    with pytest.raises(ValueError, match="more than max_seqlen"):
+        hk.attention_varlen(q, k, v, cu_q, cu_k, 6, 9)
+    with pytest.raises(TypeError, match="i32"):
+        hk.attention_varlen(q, k, v, cu_q.astype(np.float32), cu_k, 7, 9)
+    with pytest.raises(ValueError, match="entries"):
+        hk.attention_varlen(q, k, v, cu_q, cu_k[:-1].copy(), 7, 9)
+
+
+def np_sdpa(q, k, v, is_causal=False, scale=None):
+    """torch SDPA's math on [B, H, S, D] float64 arrays: top-left causal, GQA by h // group."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = scale * q @ np.swapaxes(k, -1, -2)
+    if is_causal:
+        sq, sk = q.shape[2], k.shape[2]
+        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("sq,sk", [(6, 6), (4, 9), (9, 4)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_sdpa_numpy_path_top_left_causal(sq, sk, is_causal):
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((2, 4, sq, 8)).astype(np.float16)
+    k = rng.standard_normal((2, 2, sk, 8)).astype(np.float16)
+    v = rng.standard_normal((2, 2, sk, 8)).astype(np.float16)
+    o = hk.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)
+    np.testing.assert_allclose(o.astype(np.float64), np_sdpa(q, k, v, is_causal), atol=2e-3, rtol=2e-3)
+    o2 = hk.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=0.3, enable_gqa=True)
+    np.testing.assert_allclose(o2.astype(np.float64), np_sdpa(q, k, v, is_causal, 0.3), atol=2e-3, rtol=2e-3)
+
+
+def test_sdpa_refuses_what_it_does_not_implement():
+    q = np.zeros((1, 4, 5, 8), np.float16)
+    k = np.zeros((1, 2, 5, 8), np.float16)
+    with pytest.raises(ValueError, match="enable_gqa=True"):
+        hk.scaled_dot_product_attention(q, k, k)
+    with pytest.raises(NotImplementedError, match="attn_mask"):
+        hk.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((5, 5), bool))
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        hk.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+    with pytest.raises(NotImplementedError, match="head dim"):
+        hk.scaled_dot_product_attention(q, q, np.zeros((1, 4, 5, 16), np.float16))
+    with pytest.raises(ValueError, match="4 dimensions"):
+        hk.scaled_dot_product_attention(q[0], q[0], q[0])
+
+
+# ---- GPU: varlen and SDPA against torch -------------------------------------------------------
+
+def torch_varlen_arrays(cuda, lens_q, lens_k, hq, hkv, d, dtype, requires_grad=False):
+    import torch
+    q = torch.randn(sum(lens_q), hq, d, device=cuda, dtype=dtype, requires_grad=requires_grad)
+    k = torch.randn(sum(lens_k), hkv, d, device=cuda, dtype=dtype, requires_grad=requires_grad)
+    v = torch.randn(sum(lens_k), hkv, d, device=cuda, dtype=dtype, requires_grad=requires_grad)
+    cu_q = torch.tensor([0] + list(np.cumsum(lens_q)), device=cuda, dtype=torch.int32)
+    cu_k = torch.tensor([0] + list(np.cumsum(lens_k)), device=cuda, dtype=torch.int32)
+    return q, k, v, cu_q, cu_k
+
+
+@pytest.mark.parametrize("d", [64, 128, 96, 40])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_matches_per_sequence_attention(cuda, d, causal):
+    import torch
+    lens_q, lens_k = [113, 0, 1, 203, 64], [150, 7, 1, 203, 0]
+    q, k, v, cu_q, cu_k = torch_varlen_arrays(cuda, lens_q, lens_k, 8, 2, d, torch.bfloat16)
+    o, lse = hk.attention_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=causal, return_lse=True)
+    assert lse.shape == (8, sum(lens_q))
+    q0 = k0 = 0
+    for lq, lk in zip(lens_q, lens_k):
+        if lq:
+            want, want_lse = hk.attention(q[None, q0:q0 + lq], k[None, k0:k0 + lk], v[None, k0:k0 + lk],
+                                          causal=causal, return_lse=True)
+            torch.testing.assert_close(o[q0:q0 + lq], want[0], atol=2e-2, rtol=1.6e-2)
+            torch.testing.assert_close(lse[:, q0:q0 + lq], want_lse[0], atol=1e-4, rtol=1e-4)
+        q0, k0 = q0 + lq, k0 + lk
+
+
+@pytest.mark.parametrize("d", [64, 128, 96])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_varlen_autograd_matches_sdpa_per_sequence(cuda, d, deterministic):
+    import torch
+    lens_q, lens_k = [77, 1, 0, 129], [77, 1, 5, 200]
+    q, k, v, cu_q, cu_k = torch_varlen_arrays(cuda, lens_q, lens_k, 4, 2, d, torch.bfloat16, requires_grad=True)
+    dout = torch.randn_like(q)
+    hk.attention_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True,
+                        deterministic=deterministic).backward(dout)
+    q0 = k0 = 0
+    for lq, lk in zip(lens_q, lens_k):
+        sl_q, sl_k = slice(q0, q0 + lq), slice(k0, k0 + lk)
+        q64, k64, v64 = (x.detach()[s][None].double().requires_grad_() for x, s in ((q, sl_q), (k, sl_k), (v, sl_k)))
+        if lq and lk:
+            # bottom-right causal in the sequence, as a boolean mask (every row sees a key: Sq <= Sk)
+            i = torch.arange(lq, device=cuda)[:, None]
+            j = torch.arange(lk, device=cuda)[None, :]
+            mask = j <= i + lk - lq
+            g = 2
+            o = torch.nn.functional.scaled_dot_product_attention(
+                q64.transpose(1, 2), k64.transpose(1, 2).repeat_interleave(g, 1),
+                v64.transpose(1, 2).repeat_interleave(g, 1), attn_mask=mask)
+            o.transpose(1, 2).backward(dout[sl_q][None].double())
+            for got, want in ((q.grad[sl_q], q64.grad[0]), (k.grad[sl_k], k64.grad[0]), (v.grad[sl_k], v64.grad[0])):
+                scale = want.abs().pow(2).mean().sqrt().item()
+                torch.testing.assert_close(got.double(), want, atol=16 * 2**-8 * scale + 1e-6, rtol=2 * 2**-8)
+        elif lk:
+            assert torch.all(k.grad[sl_k] == 0) and torch.all(v.grad[sl_k] == 0)
+        q0, k0 = q0 + lq, k0 + lk
+
+
+def test_varlen_opcheck_and_compile(cuda):
+    import torch
+    from hopperkit.attention import _attention_varlen
+    lens = [40, 0, 65]
+    q, k, v, cu_q, cu_k = torch_varlen_arrays(cuda, lens, lens, 2, 1, 64, torch.bfloat16, requires_grad=True)
+    torch.library.opcheck(_attention_varlen.op, (q, k, v, cu_q, cu_k, 65, 65, True, 0.0, -1, -1, 0.0, False),
+                          test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+    f = torch.compile(lambda a, b, c: hk.attention_varlen(a, b, c, cu_q, cu_k, 65, 65, causal=True), fullgraph=True)
+    torch.testing.assert_close(f(q, k, v), hk.attention_varlen(q, k, v, cu_q, cu_k, 65, 65, causal=True))
+
+
+@pytest.mark.parametrize("sq,sk", [(300, 300), (77, 300), (300, 77), (1, 129)])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128, 40])
+def test_sdpa_matches_torch_sdpa(cuda, sq, sk, is_causal, d):
+    import torch
+    F = torch.nn.functional
+    q = torch.randn(2, 8, sq, d, device=cuda, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(2, 2, sk, d, device=cuda, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(2, 2, sk, d, device=cuda, dtype=torch.bfloat16, requires_grad=True)
+    o = hk.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    want = F.scaled_dot_product_attention(q64, k64, v64, is_causal=is_causal, enable_gqa=True)
+    torch.testing.assert_close(o.double(), want, atol=2e-2, rtol=1.6e-2)
+    dout = torch.randn_like(o)
+    o.backward(dout)
+    want.backward(dout.double())
+    for got, exp in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
+        scale = exp.abs().pow(2).mean().sqrt().item()
+        torch.testing.assert_close(got.double(), exp, atol=16 * 2**-8 * scale + 1e-6, rtol=2 * 2**-8)
+
+
+def test_sdpa_compiles_and_matches_torch_errors(cuda):
+    import torch
+    F = torch.nn.functional
+    q = torch.randn(1, 4, 100, 64, device=cuda, dtype=torch.float16)
+    k = torch.randn(1, 2, 130, 64, device=cuda, dtype=torch.float16)
+    f = torch.compile(lambda a, b, c: hk.scaled_dot_product_attention(a, b, c, is_causal=True, enable_gqa=True),
+                      fullgraph=True)
+    torch.testing.assert_close(f(q, k, k), F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True),
+                               atol=3e-3, rtol=2e-3)
+    with pytest.raises(ValueError, match="enable_gqa"):
+        hk.scaled_dot_product_attention(q, k, k)
+    with pytest.raises(RuntimeError):  # torch refuses the same call
+        F.scaled_dot_product_attention(q, k, k)

@@ -24,6 +24,20 @@
 // window) gets O = 0 and LSE = -inf, and contributes nothing to the gradients (its dq is 0).
 // scale <= 0 means 1 / sqrt(D). Any D >= 1 and any Sq, Sk >= 0 (Sk = 0: every row masked);
 // B, Sq or Hq zero is a no-op. Outputs must not overlap inputs. Runs on `stream`; asynchronous.
+//
+// Variable length (attention_varlen, FlashAttention's varlen API): B sequences packed along the
+// rows of q, o, dout, dq [total_q, Hq, D] and k, v, dk, dv [total_k, Hkv, D] (any row and head
+// strides, D contiguous); cu_seqlens_q / cu_seqlens_k int32 [B + 1] prefix sums in device
+// memory (sequence b: rows cu[b] .. cu[b+1]-1; 0 = cu[0] <= cu[1] <= ... <= cu[B] <= total);
+// max_seqlen_q / max_seqlen_k at least every sequence's length (they size the grid); lse f32
+// [Hq, total_q]. Each sequence is its own problem: the masks above with off = its Sk - its Sq;
+// sequences of length 0 are valid (Sk = 0: O = 0, lse = -inf). Checked before any launch
+// (typed errors): shapes, dtypes, strides, cu_seqlens' dtype (i32), rank, length (B + 1, both
+// the same) and contiguity, max_seqlen >= 0. The prefix sums' values are not read on the host
+// (that would synchronize the stream); the kernels clamp them to [0, total] and to be
+// non-decreasing, so wrong ones never make a kernel touch memory outside the tensors, and rows
+// past max_seqlen or outside every sequence are left unspecified. The fp64 reference (the
+// NumPy / CPU path) checks the values fully.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -34,7 +48,8 @@
 
 namespace hk {
 
-enum class AttentionLayout : uint8_t { kBSHD, kBHSD };
+// kTHD: the packed variable-length layout, set by attention_varlen (attention() refuses it).
+enum class AttentionLayout : uint8_t { kBSHD, kBHSD, kTHD };
 
 struct AttentionOptions {
   bool causal = false;
@@ -55,5 +70,17 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
                         const TensorView& dout, const TensorView& lse, const TensorView& dq,
                         const TensorView& dk, const TensorView& dv, const AttentionOptions& options = {},
                         cudaStream_t stream = nullptr);
+
+// o [total_q, Hq, D], lse [Hq, total_q] from packed q, k, v; options.layout is ignored.
+void attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& cu_seqlens_q,
+                      const TensorView& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, const TensorView& o,
+                      const TensorView& lse, const AttentionOptions& options = {}, cudaStream_t stream = nullptr);
+
+// dq, dk, dv of attention_varlen.
+void attention_varlen_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                               const TensorView& dout, const TensorView& lse, const TensorView& cu_seqlens_q,
+                               const TensorView& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                               const AttentionOptions& options = {}, cudaStream_t stream = nullptr);
 
 }  // namespace hk

@@ -25,10 +25,34 @@ AttentionProblem::AttentionProblem(int64_t b, int64_t s_q, int64_t s_k, int64_t 
   reset_strides();
 }
 
+AttentionProblem AttentionProblem::varlen(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
+                                          int64_t h_q, int64_t h_kv, int64_t d, DType dt, bool bwd) {
+  if (lens_q.size() != lens_k.size())
+    HK_THROW(kValue, "attention_varlen: ", lens_q.size(), " query lengths but ", lens_k.size(), " key lengths");
+  AttentionProblem p;
+  p.batch = int64_t(lens_q.size()), p.heads_q = h_q, p.heads_kv = h_kv, p.head_dim = d, p.dtype = dt;
+  p.backward = bwd;
+  p.layout = AttentionLayout::kTHD;
+  p.cu_q = {0}, p.cu_k = {0};
+  p.seqlen_q = p.seqlen_k = 0;
+  for (size_t b = 0; b < lens_q.size(); ++b) {
+    if (lens_q[b] < 0 || lens_k[b] < 0) HK_THROW(kValue, "attention_varlen: negative length for sequence ", b);
+    p.cu_q.push_back(p.cu_q.back() + lens_q[b]);
+    p.cu_k.push_back(p.cu_k.back() + lens_k[b]);
+    p.seqlen_q = std::max(p.seqlen_q, lens_q[b]);
+    p.seqlen_k = std::max(p.seqlen_k, lens_k[b]);
+  }
+  p.total_q = p.cu_q.back(), p.total_k = p.cu_k.back();
+  p.scale = p.default_scale();
+  p.reset_strides();
+  return p;
+}
+
 double AttentionProblem::default_scale() const { return 1.0 / std::sqrt(double(std::max<int64_t>(head_dim, 1))); }
 
 AttnStrides AttentionProblem::default_strides(bool kv) const {
   const int64_t s = kv ? seqlen_k : seqlen_q, h = kv ? heads_kv : heads_q, d = head_dim;
+  if (layout == AttentionLayout::kTHD) return {0, h * d, d};
   if (layout == AttentionLayout::kBSHD) return {s * h * d, h * d, d};
   return {h * s * d, d, s * d};
 }
@@ -58,7 +82,7 @@ std::string AttentionProblem::rows_16b() const {
   for (const Op& op : ops) {
     // A dimension of extent 1 is never stepped over: its stride (often arbitrary in a torch view)
     // does not matter.
-    const int64_t s_ext = op.kv ? seqlen_k : seqlen_q, h_ext = op.kv ? heads_kv : heads_q;
+    const int64_t s_ext = op.kv ? rows_k() : rows_q(), h_ext = op.kv ? heads_kv : heads_q;
     auto ok = [](int64_t stride, int64_t extent) { return extent <= 1 || stride % 8 == 0; };
     if (!ok(op.s->b, batch) || !ok(op.s->s, s_ext) || !ok(op.s->h, h_ext))
       return fmt::format("{}'s strides (b {}, s {}, h {}) are not all multiples of 8 elements (16-byte rows)",
@@ -68,8 +92,12 @@ std::string AttentionProblem::rows_16b() const {
 }
 
 std::string AttentionProblem::key() const {
-  std::string k = fmt::format("{}x{}x{}_h{}x{}_d{}_{}", batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim,
-                              to_string(dtype));
+  // thd: B sequences of at most Sq / Sk rows packed into total_q / total_k (the lengths
+  // themselves live in cu_seqlens, not in the key: a problem built from views does not know them).
+  std::string k = is_varlen() ? fmt::format("thd{}x{}x{}_t{}x{}_h{}x{}_d{}_{}", batch, seqlen_q, seqlen_k, total_q,
+                                            total_k, heads_q, heads_kv, head_dim, to_string(dtype))
+                              : fmt::format("{}x{}x{}_h{}x{}_d{}_{}", batch, seqlen_q, seqlen_k, heads_q, heads_kv,
+                                            head_dim, to_string(dtype));
   if (layout == AttentionLayout::kBHSD) k += "_bhsd";
   if (causal) k += "_causal";
   if (window_left >= 0 || window_right >= 0) k += fmt::format("_w{}x{}", window_left, window_right);
@@ -97,17 +125,34 @@ std::string AttentionProblem::key() const {
 
 // FlashAttention's convention: 4 B Hq Sq Sk D forward (two GEMMs), halved for causal at Sq = Sk;
 // windows count the attended pairs. Backward: 2.5x (five GEMMs, two of them the recomputation).
+// thd: the sum over the sequences when their lengths are known on the host, else every sequence
+// counted at the maxima (an upper bound).
 double AttentionProblem::flops() const {
-  double pairs = (causal && window_left < 0) ? double(seqlen_q) * double(seqlen_k) / 2 : attended_pairs();
-  if (causal && window_left < 0 && seqlen_q != seqlen_k) pairs = attended_pairs();
-  const double f = 4.0 * double(batch) * double(heads_q) * pairs * double(head_dim);
+  auto pairs_of = [&](int64_t sq, int64_t sk) {
+    if (causal && window_left < 0 && sq == sk) return double(sq) * double(sk) / 2;
+    if (!masked()) return double(sq) * double(sk);
+    double n = 0;
+    for (int64_t i = 0; i < sq; ++i) {
+      const KeyRange r = attn_key_range(i, sq, sk, window_left, eff_window_right());
+      n += double(std::max<int64_t>(0, r.hi - r.lo + 1));
+    }
+    return n;
+  };
+  double pairs = 0;
+  if (is_varlen() && int64_t(cu_q.size()) == batch + 1)
+    for (int64_t b = 0; b < batch; ++b) pairs += pairs_of(seq_q(b), seq_k(b));
+  else
+    pairs = double(batch) * pairs_of(seqlen_q, seqlen_k);
+  const double f = 4.0 * double(heads_q) * pairs * double(head_dim);
   return backward ? 2.5 * f : f;
 }
 
 double AttentionProblem::bytes() const {
   const double e = dtype_bits(dtype) / 8;
-  const double qn = double(batch) * seqlen_q * heads_q * head_dim, kn = double(batch) * seqlen_k * heads_kv * head_dim;
-  const double lse = double(batch) * heads_q * seqlen_q * 4;
+  const double rq = is_varlen() ? double(total_q) : double(batch) * seqlen_q;
+  const double rk = is_varlen() ? double(total_k) : double(batch) * seqlen_k;
+  const double qn = rq * heads_q * head_dim, kn = rk * heads_kv * head_dim;
+  const double lse = rq * heads_q * 4;
   if (!backward) return e * (2 * qn + 2 * kn) + lse;     // q, k, v read; o written
   return e * (3 * qn + 2 * kn) + lse + e * (qn + 2 * kn);  // q, k, v, o, dout read; dq, dk, dv written
 }
@@ -118,6 +163,7 @@ namespace {
 
 std::vector<int64_t> logical_shape(const AttentionProblem& p, bool kv) {
   const int64_t s = kv ? p.seqlen_k : p.seqlen_q, h = kv ? p.heads_kv : p.heads_q;
+  if (p.is_varlen()) return {kv ? p.total_k : p.total_q, h, p.head_dim};
   if (p.layout == AttentionLayout::kBSHD) return {p.batch, s, h, p.head_dim};
   return {p.batch, h, s, p.head_dim};
 }
@@ -125,40 +171,86 @@ std::vector<int64_t> logical_shape(const AttentionProblem& p, bool kv) {
 TensorSpec spec(const AttentionProblem& p, const char* name, bool kv, const AttnStrides& s, Dist dist, double scale) {
   TensorSpec t{name, p.dtype, logical_shape(p, kv), {}, dist, scale, {}};
   if (!(s == p.default_strides(kv))) {
-    t.strides = p.layout == AttentionLayout::kBSHD ? std::vector<int64_t>{s.b, s.s, s.h, 1}
-                                                   : std::vector<int64_t>{s.b, s.h, s.s, 1};
+    if (p.is_varlen()) t.strides = {s.s, s.h, 1};
+    else if (p.layout == AttentionLayout::kBSHD) t.strides = {s.b, s.s, s.h, 1};
+    else t.strides = {s.b, s.h, s.s, 1};
   }
   return t;
 }
 
-// Flat logical index of element (b, s, h, d) of a q-like or k-like tensor.
+// Flat logical index of element (b, s, h, d) of a q-like or k-like tensor; thd: row s of
+// sequence b is packed row row0[b] + s.
 struct Index {
   int64_t S, H, D;
-  bool bshd;
+  AttentionLayout layout;
+  const std::vector<int64_t>* row0;
   int64_t operator()(int64_t b, int64_t s, int64_t h, int64_t d) const {
-    return bshd ? ((b * S + s) * H + h) * D + d : ((b * H + h) * S + s) * D + d;
+    if (layout == AttentionLayout::kTHD) return (((*row0)[b] + s) * H + h) * D + d;
+    if (layout == AttentionLayout::kBSHD) return ((b * S + s) * H + h) * D + d;
+    return ((b * H + h) * S + s) * D + d;
   }
 };
+
+// thd: the first rows and lengths of the sequences from a cu_seqlens input, every value checked
+// (the device path cannot afford to read them; the reference can).
+void read_cu_seqlens(const HostTensor& t, const char* name, int64_t batch, int64_t total, int64_t max_len,
+                     std::vector<int64_t>& first, std::vector<int64_t>& len) {
+  const auto& v = t.values;
+  if (int64_t(v.size()) != batch + 1)
+    HK_THROW(kValue, "attention_varlen: ", name, " has ", v.size(), " entries, expected B + 1 = ", batch + 1);
+  first.assign(batch, 0), len.assign(batch, 0);
+  for (int64_t b = 0; b <= batch; ++b) {
+    if (v[b] != std::floor(v[b]) || v[b] < 0 || v[b] > double(total))
+      HK_THROW(kValue, "attention_varlen: ", name, "[", b, "] = ", v[b], " is not a row index in [0, ", total, "]");
+    if (b > 0 && v[b] < v[b - 1])
+      HK_THROW(kValue, "attention_varlen: ", name, " is not non-decreasing: [", b - 1, "] = ", v[b - 1], " > [", b,
+               "] = ", v[b]);
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    first[b] = int64_t(v[b]), len[b] = int64_t(v[b + 1]) - int64_t(v[b]);
+    if (len[b] > max_len)
+      HK_THROW(kValue, "attention_varlen: sequence ", b, " has ", len[b], " rows in ", name, ", more than max_seqlen ",
+               max_len);
+  }
+}
 
 // The row and column computations both the full and the sampled reference use, so the two give
 // the same values bit for bit.
 struct Oracle {
   const AttentionProblem& p;
   const std::vector<HostTensor>& in;
+  // per sequence: first packed row (thd; 0 otherwise) and length, of the queries and the keys
+  std::vector<int64_t> q0, k0, sq, sk;
   Index iq, ik;
   int64_t D;
   Oracle(const AttentionProblem& prob, const std::vector<HostTensor>& inputs)
       : p(prob), in(inputs),
-        iq{prob.seqlen_q, prob.heads_q, prob.head_dim, prob.layout == AttentionLayout::kBSHD},
-        ik{prob.seqlen_k, prob.heads_kv, prob.head_dim, prob.layout == AttentionLayout::kBSHD},
-        D(prob.head_dim) {}
+        iq{prob.seqlen_q, prob.heads_q, prob.head_dim, prob.layout, &q0},
+        ik{prob.seqlen_k, prob.heads_kv, prob.head_dim, prob.layout, &k0},
+        D(prob.head_dim) {
+    if (p.is_varlen()) {
+      const size_t cu = p.backward ? 6 : 3;
+      if (in.size() < cu + 2) HK_THROW(kValue, "attention_varlen: the reference needs cu_seqlens_q and cu_seqlens_k");
+      read_cu_seqlens(in[cu], "cu_seqlens_q", p.batch, p.total_q, p.seqlen_q, q0, sq);
+      read_cu_seqlens(in[cu + 1], "cu_seqlens_k", p.batch, p.total_k, p.seqlen_k, k0, sk);
+    } else {
+      q0.assign(p.batch, 0), k0.assign(p.batch, 0), sq.assign(p.batch, p.seqlen_q), sk.assign(p.batch, p.seqlen_k);
+    }
+  }
 
+  KeyRange keys(int64_t b, int64_t i) const {
+    return attn_key_range(i, sq[b], sk[b], p.window_left, p.eff_window_right());
+  }
+  // lse's element of row i of sequence b, head h: [B, Hq, Sq] or, thd, [Hq, total_q].
+  int64_t lse_at(int64_t b, int64_t h, int64_t i) const {
+    return p.is_varlen() ? h * p.total_q + q0[b] + i : (b * p.heads_q + h) * p.seqlen_q + i;
+  }
   const double* q(int64_t b, int64_t i, int64_t h) const { return in[0].values.data() + iq(b, i, h, 0); }
   const double* k(int64_t b, int64_t j, int64_t hk) const { return in[1].values.data() + ik(b, j, hk, 0); }
   const double* v(int64_t b, int64_t j, int64_t hk) const { return in[2].values.data() + ik(b, j, hk, 0); }
   const double* o(int64_t b, int64_t i, int64_t h) const { return in[3].values.data() + iq(b, i, h, 0); }
   const double* dout(int64_t b, int64_t i, int64_t h) const { return in[4].values.data() + iq(b, i, h, 0); }
-  double lse_in(int64_t b, int64_t h, int64_t i) const { return in[5].values[(b * p.heads_q + h) * p.seqlen_q + i]; }
+  double lse_in(int64_t b, int64_t h, int64_t i) const { return in[5].values[lse_at(b, h, i)]; }
 
   static double dot(const double* a, const double* b, int64_t n) {
     double s = 0;
@@ -178,7 +270,7 @@ struct Oracle {
 
   // Forward row (b, h, i): o_row[D] and the lse.
   void fwd_row(int64_t b, int64_t h, int64_t i, double* o_row, double& lse) const {
-    const KeyRange r = p.keys(i);
+    const KeyRange r = keys(b, i);
     std::fill(o_row, o_row + D, 0.0);
     if (r.lo > r.hi) {
       lse = -kInf;
@@ -211,7 +303,7 @@ struct Oracle {
   }
   void dq_row(int64_t b, int64_t h, int64_t i, double* dq) const {
     std::fill(dq, dq + D, 0.0);
-    const KeyRange r = p.keys(i);
+    const KeyRange r = keys(b, i);
     if (r.lo > r.hi) return;
     const double dlt = delta(b, h, i);
     for (int64_t j = r.lo; j <= r.hi; ++j) {
@@ -222,17 +314,17 @@ struct Oracle {
     }
   }
   // dk, dv of key j of kv head hk: over the group's query heads and every row attending j.
-  // `deltas` holds Delta for (h, i) of batch b, h over all query heads.
+  // `deltas` holds Delta for (h, i) of sequence b, h over all query heads (deltas(b)).
   void dkv_col(int64_t b, int64_t hk, int64_t j, const double* deltas, double* dk, double* dv) const {
     std::fill(dk, dk + D, 0.0);
     std::fill(dv, dv + D, 0.0);
     const int64_t g = p.group();
     for (int64_t h = hk * g; h < (hk + 1) * g; ++h) {
-      for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        const KeyRange r = p.keys(i);
+      for (int64_t i = 0; i < sq[b]; ++i) {
+        const KeyRange r = keys(b, i);
         if (j < r.lo || j > r.hi) continue;
         double pij, ds;
-        p_ds(b, h, i, j, deltas[h * p.seqlen_q + i], pij, ds);
+        p_ds(b, h, i, j, deltas[h * sq[b] + i], pij, ds);
         const double *qr = q(b, i, h), *dor = dout(b, i, h);
         for (int64_t d = 0; d < D; ++d) {
           dk[d] += p.scale * ds * qr[d];
@@ -242,10 +334,17 @@ struct Oracle {
     }
   }
   std::vector<double> deltas(int64_t b) const {
-    std::vector<double> out(p.heads_q * p.seqlen_q);
+    std::vector<double> out(p.heads_q * sq[b]);
     for (int64_t h = 0; h < p.heads_q; ++h)
-      for (int64_t i = 0; i < p.seqlen_q; ++i) out[h * p.seqlen_q + i] = delta(b, h, i);
+      for (int64_t i = 0; i < sq[b]; ++i) out[h * sq[b] + i] = delta(b, h, i);
     return out;
+  }
+  // Every (sequence, row) pair of the queries (kv = false) or the keys, in sequence order.
+  std::vector<std::pair<int64_t, int64_t>> rows(bool kv) const {
+    std::vector<std::pair<int64_t, int64_t>> r;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t i = 0; i < (kv ? sk[b] : sq[b]); ++i) r.emplace_back(b, i);
+    return r;
   }
 };
 
@@ -265,7 +364,21 @@ std::vector<TensorSpec> AttentionProblem::inputs() const {
   std::vector<TensorSpec> in = {spec(*this, "q", false, str_q, Dist::kNormal, 1.0),
                                 spec(*this, "k", true, str_k, Dist::kNormal, 1.0),
                                 spec(*this, "v", true, str_v, Dist::kNormal, 1.0)};
-  if (!backward) return in;
+  // thd: the prefix sums, written in full when known (all zero, B empty sequences, otherwise).
+  const bool cu_known = is_varlen() && int64_t(cu_q.size()) == batch + 1 && int64_t(cu_k.size()) == batch + 1;
+  auto add_cu = [&] {
+    if (!is_varlen()) return;
+    for (int kv = 0; kv < 2; ++kv) {
+      TensorSpec t{kv ? "cu_seqlens_k" : "cu_seqlens_q", DType::kI32, {batch + 1}, {}, Dist::kSmallInt, 0.0, {}};
+      if (cu_known)
+        for (int64_t b = 0; b <= batch; ++b) t.specials.push_back({b, double(kv ? cu_k[b] : cu_q[b])});
+      in.push_back(t);
+    }
+  };
+  if (!backward) {
+    add_cu();
+    return in;
+  }
   in.push_back(spec(*this, "o", false, str_o, Dist::kNormal, 0.5));
   in.push_back(spec(*this, "dout", false, str_do, Dist::kNormal, 1.0));
   // lse as the forward would give it on average: q and k are N(0, 1), so a score scale q.k has
@@ -274,39 +387,63 @@ std::vector<TensorSpec> AttentionProblem::inputs() const {
   // forward's do; -inf for rows with no key. A fixed log(n) + 1/2 (right only at the default
   // scale) let P reach e^2.6 at scale 0.3, D = 96, where the bf16 rounding of dS grew past the
   // tolerance on some draws; random values would make P arbitrary and the gradients meaningless.
-  TensorSpec lse{"lse", DType::kF32, {batch, heads_q, seqlen_q}, {}, Dist::kNormal, 1.0, {}};
+  std::vector<int64_t> lse_shape = is_varlen() ? std::vector<int64_t>{heads_q, total_q}
+                                               : std::vector<int64_t>{batch, heads_q, seqlen_q};
+  TensorSpec lse{"lse", DType::kF32, lse_shape, {}, Dist::kNormal, 1.0, {}};
   double var = scale * scale * double(head_dim);
   if (softcap > 0) var = std::min(var, softcap * softcap);
-  for (int64_t i = 0; i < seqlen_q; ++i) {
-    const KeyRange r = keys(i);
+  auto lse_of = [&](const KeyRange& r) {
     const int64_t n = r.hi - r.lo + 1;
-    const double val = n <= 0 ? -kInf : std::log(double(n)) + 0.5 * var;
+    return n <= 0 ? -kInf : std::log(double(n)) + 0.5 * var;
+  };
+  if (!is_varlen()) {
+    for (int64_t i = 0; i < seqlen_q; ++i) {
+      const double val = lse_of(keys(i));
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads_q; ++h) lse.specials.push_back({(b * heads_q + h) * seqlen_q + i, val});
+    }
+  } else if (cu_known) {
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads_q; ++h) lse.specials.push_back({(b * heads_q + h) * seqlen_q + i, val});
+      for (int64_t i = 0; i < seq_q(b); ++i) {
+        const double val = lse_of(keys(b, i));
+        for (int64_t h = 0; h < heads_q; ++h) lse.specials.push_back({h * total_q + cu_q[b] + i, val});
+      }
   }
   in.push_back(lse);
+  add_cu();
   return in;
 }
 
 std::vector<TensorSpec> AttentionProblem::outputs() const {
-  if (!backward)
+  if (!backward) {
+    std::vector<int64_t> lse_shape = is_varlen() ? std::vector<int64_t>{heads_q, total_q}
+                                                 : std::vector<int64_t>{batch, heads_q, seqlen_q};
     return {spec(*this, "o", false, str_o, Dist::kNormal, 1.0),
-            TensorSpec{"lse", DType::kF32, {batch, heads_q, seqlen_q}, {}, Dist::kNormal, 1.0, {}}};
+            TensorSpec{"lse", DType::kF32, lse_shape, {}, Dist::kNormal, 1.0, {}}};
+  }
   return {spec(*this, "dq", false, str_dq, Dist::kNormal, 1.0), spec(*this, "dk", true, str_dk, Dist::kNormal, 1.0),
           spec(*this, "dv", true, str_dv, Dist::kNormal, 1.0)};
 }
 
+// Row by row (forward, dq) and key column by key column (dk, dv), over every sequence. thd rows
+// outside every sequence (before cu[0] or past cu[B]) get O = 0, lse = -inf and zero gradients.
 void AttentionProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
   Oracle orc(*this, in);
   const int64_t D = head_dim;
+  if (is_varlen())
+    for (size_t o = 0; o < out.size(); ++o)
+      std::fill(out[o].values.begin(), out[o].values.end(), !backward && o == 1 ? -kInf : 0.0);
+  const auto qrows = orc.rows(false);
+  const int64_t nq = int64_t(qrows.size()), H = heads_q;
   if (!backward) {
     auto& o = out[0].values;
     auto& lse = out[1].values;
-    host::parallel_for(batch * heads_q * seqlen_q, [&](int64_t lo, int64_t hi) {
+    host::parallel_for(nq * H, [&](int64_t lo, int64_t hi) {
       std::vector<double> row(D);
       for (int64_t r = lo; r < hi; ++r) {
-        const int64_t b = r / (heads_q * seqlen_q), h = (r / seqlen_q) % heads_q, i = r % seqlen_q;
-        orc.fwd_row(b, h, i, row.data(), lse[r]);
+        const auto [b, i] = qrows[r / H];
+        const int64_t h = r % H;
+        orc.fwd_row(b, h, i, row.data(), lse[orc.lse_at(b, h, i)]);
         for (int64_t d = 0; d < D; ++d) o[orc.iq(b, i, h, d)] = row[d];
       }
     }, host::grain_for(seqlen_k * D));
@@ -315,18 +452,22 @@ void AttentionProblem::reference(const std::vector<HostTensor>& in, std::vector<
     host::parallel_for(batch, [&](int64_t lo, int64_t hi) {
       for (int64_t b = lo; b < hi; ++b) deltas[b] = orc.deltas(b);
     }, 1);
-    host::parallel_for(batch * heads_q * seqlen_q, [&](int64_t lo, int64_t hi) {
+    host::parallel_for(nq * H, [&](int64_t lo, int64_t hi) {
       std::vector<double> row(D);
       for (int64_t r = lo; r < hi; ++r) {
-        const int64_t b = r / (heads_q * seqlen_q), h = (r / seqlen_q) % heads_q, i = r % seqlen_q;
+        const auto [b, i] = qrows[r / H];
+        const int64_t h = r % H;
         orc.dq_row(b, h, i, row.data());
         for (int64_t d = 0; d < D; ++d) out[0].values[orc.iq(b, i, h, d)] = row[d];
       }
     }, host::grain_for(seqlen_k * D * 3));
-    host::parallel_for(batch * heads_kv * seqlen_k, [&](int64_t lo, int64_t hi) {
+    const auto krows = orc.rows(true);
+    const int64_t Hk = heads_kv;
+    host::parallel_for(int64_t(krows.size()) * Hk, [&](int64_t lo, int64_t hi) {
       std::vector<double> dk(D), dv(D);
       for (int64_t c = lo; c < hi; ++c) {
-        const int64_t b = c / (heads_kv * seqlen_k), hk = (c / seqlen_k) % heads_kv, j = c % seqlen_k;
+        const auto [b, j] = krows[c / Hk];
+        const int64_t hk = c % Hk;
         orc.dkv_col(b, hk, j, deltas[b].data(), dk.data(), dv.data());
         for (int64_t d = 0; d < D; ++d) {
           out[1].values[orc.ik(b, j, hk, d)] = dk[d];
@@ -343,6 +484,7 @@ void AttentionProblem::reference(const std::vector<HostTensor>& in, std::vector<
 // one key column (dk, dv), computed once for all of its positions.
 bool AttentionProblem::reference_at(const std::vector<HostTensor>& in, int output_index,
                                     const std::vector<int64_t>& flat, std::vector<double>& values) const {
+  if (is_varlen()) return false;  // the full reference (no thd problem is large enough to need sampling)
   Oracle orc(*this, in);
   const int64_t D = head_dim;
   const bool lse_out = !backward && output_index == 1;
@@ -423,8 +565,11 @@ Attrs AttentionProblem::attrs() const {
           {"window_left", window_left},
           {"window_right", window_right},
           {"softcap", softcap},
-          {"layout", std::string(layout == AttentionLayout::kBSHD ? "bshd" : "bhsd")}};
+          {"layout", std::string(layout == AttentionLayout::kBSHD   ? "bshd"
+                                 : layout == AttentionLayout::kBHSD ? "bhsd"
+                                                                    : "thd")}};
   if (backward) a.set("deterministic", deterministic);
+  if (is_varlen()) a.set("max_seqlen_q", seqlen_q), a.set("max_seqlen_k", seqlen_k);
   return a;
 }
 
@@ -455,6 +600,15 @@ AttentionArgs AttentionArgs::bind(const AttentionProblem& p, const Operands& ops
   a.dtype = p.dtype;
   a.backward = p.backward;
   a.deterministic = p.deterministic;
+  if (p.is_varlen()) {
+    const size_t cu = p.backward ? 6 : 3;
+    a.cu_q = static_cast<const int32_t*>(ops.in.at(cu).data);
+    a.cu_k = static_cast<const int32_t*>(ops.in.at(cu + 1).data);
+    a.total_q = p.total_q, a.total_k = p.total_k;
+    a.lse_b = 0, a.lse_h = p.total_q;
+  } else {
+    a.lse_b = p.heads_q * p.seqlen_q, a.lse_h = p.seqlen_q;
+  }
   return a;
 }
 
@@ -467,20 +621,24 @@ struct Dims {
   AttnStrides st;
 };
 
+// thd: [total, H, D], b = 1 and a batch stride of 0 (the sequences' rows come from cu_seqlens).
 Dims dims_of(const char* op, const char* name, const TensorView& t, AttentionLayout layout) {
-  if (t.rank() != 4)
-    HK_THROW(kValue, op, ": ", name, " must have 4 dimensions (", layout == AttentionLayout::kBSHD ? "B, S, H, D" : "B, H, S, D",
-             "), got ", t.rank(), " (shape [", shape_to_string(t.shape), "])");
+  const bool thd = layout == AttentionLayout::kTHD, bshd = layout == AttentionLayout::kBSHD;
+  const int rank = thd ? 3 : 4;
+  if (t.rank() != rank)
+    HK_THROW(kValue, op, ": ", name, " must have ", rank, " dimensions (",
+             thd ? "total, H, D" : bshd ? "B, S, H, D" : "B, H, S, D", "), got ", t.rank(), " (shape [",
+             shape_to_string(t.shape), "])");
   if (t.dtype != DType::kBF16 && t.dtype != DType::kF16)
     HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected bf16 or f16");
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < rank; ++i)
     if (t.shape[i] < 0) HK_THROW(kValue, op, ": ", name, " has a negative extent: [", shape_to_string(t.shape), "]");
-  const bool bshd = layout == AttentionLayout::kBSHD;
-  Dims d{t.shape[0], t.shape[bshd ? 1 : 2], t.shape[bshd ? 2 : 1], t.shape[3],
-         {t.stride(0), t.stride(bshd ? 1 : 2), t.stride(bshd ? 2 : 1)}};
+  Dims d = thd ? Dims{1, t.shape[0], t.shape[1], t.shape[2], {0, t.stride(0), t.stride(1)}}
+               : Dims{t.shape[0], t.shape[bshd ? 1 : 2], t.shape[bshd ? 2 : 1], t.shape[3],
+                      {t.stride(0), t.stride(bshd ? 1 : 2), t.stride(bshd ? 2 : 1)}};
   if (d.d == 0) HK_THROW(kValue, op, ": ", name, " has head dim 0; D must be at least 1");
-  if (t.numel() > 0 && t.stride(3) != 1 && d.d > 1)
-    HK_THROW(kNotSupported, op, ": ", name, " needs a contiguous last dimension (stride 1), got stride ", t.stride(3));
+  if (t.numel() > 0 && t.stride(-1) != 1 && d.d > 1)
+    HK_THROW(kNotSupported, op, ": ", name, " needs a contiguous last dimension (stride 1), got stride ", t.stride(-1));
   if (t.numel() > 0 && (d.st.b < 0 || d.st.s < 0 || d.st.h < 0))
     HK_THROW(kNotSupported, op, ": ", name, " has a negative stride");
   if (t.numel() > 0 && t.data == nullptr)
@@ -498,11 +656,15 @@ void expect_same(const char* op, const char* name, const TensorView& t, const Di
              shape_to_string(ref.shape), "]");
 }
 
-void check_lse(const char* op, const TensorView& lse, int64_t b, int64_t h, int64_t s) {
+// lse: [B, Hq, Sq], or [Hq, total_q] for thd.
+void check_lse(const char* op, const TensorView& lse, const AttentionProblem& p) {
   if (lse.dtype != DType::kF32) HK_THROW(kType, op, ": lse is ", to_string(lse.dtype), ", expected f32");
-  if (lse.shape != std::vector<int64_t>{b, h, s})
-    HK_THROW(kValue, op, ": lse has shape [", shape_to_string(lse.shape), "], expected [", b, "x", h, "x", s,
-             "] (B, Hq, Sq)");
+  if (p.is_varlen() && lse.shape != std::vector<int64_t>{p.heads_q, p.total_q})
+    HK_THROW(kValue, op, ": lse has shape [", shape_to_string(lse.shape), "], expected [", p.heads_q, "x", p.total_q,
+             "] (Hq, total_q)");
+  if (!p.is_varlen() && lse.shape != std::vector<int64_t>{p.batch, p.heads_q, p.seqlen_q})
+    HK_THROW(kValue, op, ": lse has shape [", shape_to_string(lse.shape), "], expected [", p.batch, "x", p.heads_q,
+             "x", p.seqlen_q, "] (B, Hq, Sq)");
   if (!lse.is_contiguous()) HK_THROW(kNotSupported, op, ": lse must be contiguous, got ", lse.describe());
   if (lse.numel() > 0 && lse.data == nullptr) HK_THROW(kValue, op, ": lse is a null pointer with ", lse.numel(), " elements");
   if (lse.numel() > 0 && lse.alignment() < 4) HK_THROW(kNotSupported, op, ": lse is not aligned to its 4-byte elements");
@@ -528,10 +690,32 @@ void apply_options(const char* op, AttentionProblem& p, const AttentionOptions& 
   p.deterministic = o.deterministic;
 }
 
+// thd's extra inputs: the prefix sums and the maxima.
+struct VarlenIn {
+  const TensorView *cu_q, *cu_k;
+  int64_t max_q, max_k;
+};
+
+// cu_seqlens: int32 [B + 1], contiguous; the values stay on the device (see the public header).
+void check_cu(const char* op, const char* name, const TensorView& t) {
+  if (t.dtype != DType::kI32) HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected i32 (int32)");
+  if (t.rank() != 1)
+    HK_THROW(kValue, op, ": ", name, " must have 1 dimension (B + 1), got shape [", shape_to_string(t.shape), "]");
+  if (t.shape[0] < 1)
+    HK_THROW(kValue, op, ": ", name, " has ", t.shape[0], " entries; B + 1 prefix sums need at least 1");
+  if (t.shape[0] > 1 && t.stride(0) != 1)
+    HK_THROW(kNotSupported, op, ": ", name, " must be contiguous, got stride ", t.stride(0));
+  if (t.data == nullptr) HK_THROW(kValue, op, ": ", name, " is a null pointer");
+  if (t.alignment() < 4) HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its 4-byte elements");
+}
+
 // The problem q, k, v (and, backward, o, dout, lse) pose; outputs contiguous until the caller
-// says otherwise.
+// says otherwise. `vl`: the thd inputs (opt.layout kTHD).
 AttentionProblem checked(const char* op, const std::vector<const TensorView*>& in, const AttentionOptions& opt,
-                         bool bwd) {
+                         bool bwd, const VarlenIn* vl = nullptr) {
+  if ((opt.layout == AttentionLayout::kTHD) != (vl != nullptr))
+    HK_THROW(kValue, op, vl ? ": the packed (thd) layout is set by attention_varlen"
+                            : ": layout thd (packed sequences) is attention_varlen's; use it with cu_seqlens");
   const TensorView &q = *in[0], &k = *in[1], &v = *in[2];
   Dims dq = dims_of(op, "q", q, opt.layout), dk = dims_of(op, "k", k, opt.layout), dv = dims_of(op, "v", v, opt.layout);
   if (k.dtype != q.dtype) HK_THROW(kType, op, ": k is ", to_string(k.dtype), " but q is ", to_string(q.dtype));
@@ -543,6 +727,18 @@ AttentionProblem checked(const char* op, const std::vector<const TensorView*>& i
   if (dk.h > 0 && dq.h % dk.h != 0)
     HK_THROW(kValue, op, ": q's heads (", dq.h, ") must be a multiple of k's and v's (", dk.h, ")");
   AttentionProblem p(dq.b, dq.s, dk.s, dq.h, std::max<int64_t>(dk.h, 1), dq.d, q.dtype, bwd, opt.layout);
+  if (vl) {
+    check_cu(op, "cu_seqlens_q", *vl->cu_q);
+    check_cu(op, "cu_seqlens_k", *vl->cu_k);
+    if (vl->cu_k->shape[0] != vl->cu_q->shape[0])
+      HK_THROW(kValue, op, ": cu_seqlens_k has ", vl->cu_k->shape[0], " entries but cu_seqlens_q has ",
+               vl->cu_q->shape[0], " (both B + 1)");
+    if (vl->max_q < 0 || vl->max_k < 0)
+      HK_THROW(kValue, op, ": max_seqlen_q and max_seqlen_k must be >= 0, got ", vl->max_q, " and ", vl->max_k);
+    p.batch = vl->cu_q->shape[0] - 1;
+    p.seqlen_q = vl->max_q, p.seqlen_k = vl->max_k;
+    p.total_q = dq.s, p.total_k = dk.s;
+  }
   apply_options(op, p, opt);
   p.str_q = dq.st, p.str_k = dk.st, p.str_v = dv.st;
   std::vector<const TensorView*> all = {&q, &k, &v};
@@ -551,7 +747,7 @@ AttentionProblem checked(const char* op, const std::vector<const TensorView*>& i
     Dims d_o = dims_of(op, "o", o, opt.layout), d_do = dims_of(op, "dout", dout, opt.layout);
     expect_same(op, "o", o, d_o, "q", q, dq);
     expect_same(op, "dout", dout, d_do, "q", q, dq);
-    check_lse(op, lse, dq.b, dq.h, dq.s);
+    check_lse(op, lse, p);
     p.str_o = d_o.st, p.str_do = d_do.st;
     all.insert(all.end(), {&o, &dout, &lse});
   }
@@ -571,7 +767,8 @@ AttentionOptions options_from(const char* op, const Attrs& attrs) {
   const std::string lay = attrs.get_string(op, "layout", "bshd");
   if (lay == "bshd") o.layout = AttentionLayout::kBSHD;
   else if (lay == "bhsd") o.layout = AttentionLayout::kBHSD;
-  else HK_THROW(kValue, op, ": layout must be \"bshd\" or \"bhsd\", got \"", lay, "\"");
+  else if (lay == "thd") o.layout = AttentionLayout::kTHD;
+  else HK_THROW(kValue, op, ": layout must be \"bshd\", \"bhsd\" or \"thd\", got \"", lay, "\"");
   return o;
 }
 
@@ -607,6 +804,34 @@ std::shared_ptr<AttentionProblem> make(const TestShape& t, bool bwd, bool det) {
     p->str_q = padded(t.sq, t.hq);
     p->str_k = p->str_v = padded(t.sk, t.hkv);
     if (bwd) p->str_o = p->str_do = padded(t.sq, t.hq);
+  }
+  return p;
+}
+
+// Variable-length (thd) test problems: per-sequence lengths of the queries and the keys.
+struct VarlenShape {
+  std::vector<int64_t> lq, lk;
+  int64_t hq, hkv, d;
+  bool causal = false;
+  int64_t wl = -1, wr = -1;
+  double softcap = 0, scale = 0;
+  int64_t pad = 0;  // extra elements per (row, head) of every input
+  DType dtype = DType::kBF16;
+};
+
+std::shared_ptr<AttentionProblem> make_varlen(const VarlenShape& t, bool bwd, bool det) {
+  auto p = std::make_shared<AttentionProblem>(AttentionProblem::varlen(t.lq, t.lk, t.hq, t.hkv, t.d, t.dtype, bwd));
+  p->causal = t.causal;
+  p->window_left = t.wl;
+  p->window_right = t.wr;
+  p->softcap = t.softcap;
+  if (t.scale > 0) p->scale = t.scale;
+  p->deterministic = det;
+  if (t.pad > 0) {
+    const int64_t row = t.d + t.pad;
+    p->str_q = {0, t.hq * row, row};
+    p->str_k = p->str_v = {0, t.hkv * row, row};
+    if (bwd) p->str_o = p->str_do = p->str_q;
   }
   return p;
 }
@@ -669,6 +894,36 @@ class AttentionFamily final : public Family {
     for (TestShape t : std::vector<TestShape>{{2, 300, 300, 8, 2, 64, true}, {1, 129, 257, 2, 1, 128, false},
                                               {1, 200, 200, 2, 1, 37, false}})
       out.push_back(make(t, true, true));
+    // variable length (thd): empty and one-row sequences, lengths around the 64/128-row tiles and
+    // off them, Sq != Sk per sequence both ways (bottom-right aligned per sequence: a sequence
+    // with Sq > Sk has rows with no key), GQA, windows, softcap, padded rows, the head dims only
+    // the general rung takes, f16
+    const std::vector<int64_t> mix = {113, 0, 1, 203, 64};
+    std::vector<VarlenShape> vshapes = {
+        {mix, mix, 4, 2, 64, true},
+        {mix, mix, 2, 1, 128, false},
+        {{1, 203, 37, 0, 130}, {203, 113, 0, 5, 130}, 2, 2, 64, true},
+        {{1, 203, 37, 0, 130}, {203, 113, 0, 5, 130}, 4, 1, 128, true},
+        {{203, 1, 113}, {203, 7, 300}, 2, 1, 128, false, 32, 0},
+        {{77, 129, 2}, {129, 77, 2}, 2, 1, 64, false, 16, 8},
+        {{129, 200}, {129, 77}, 4, 2, 96, false},
+        {{45, 0, 1, 33}, {45, 3, 1, 60}, 2, 1, 37, true},
+        {{150, 77}, {150, 77}, 2, 1, 64, true, -1, -1, 30.0},
+        {{113, 203}, {113, 203}, 2, 2, 64, false, -1, -1, 0, 0, 8},
+        {{113, 203}, {300, 1}, 2, 1, 128, true, -1, -1, 0, 0, 3},  // rows not 16-byte multiples
+        {{300}, {300}, 2, 1, 64, true},
+        {{0, 5}, {0, 9}, 2, 1, 32, false},
+        {{64, 1, 127}, {64, 1, 127}, 2, 1, 256, true},
+    };
+    VarlenShape f16{mix, mix, 4, 2, 128, true};
+    f16.dtype = DType::kF16;
+    vshapes.push_back(f16);
+    for (auto& t : vshapes) {
+      out.push_back(make_varlen(t, false, false));
+      out.push_back(make_varlen(t, true, false));
+    }
+    out.push_back(make_varlen({mix, mix, 8, 2, 64, true}, true, true));
+    out.push_back(make_varlen({{1, 203, 37, 0, 130}, {203, 113, 0, 5, 130}, 2, 1, 37, true}, true, true));
     return out;
   }
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
@@ -701,44 +956,56 @@ class AttentionFamily final : public Family {
   }
   // inputs {q, k, v} or, with backward=true, {q, k, v, o, dout, lse}; attributes causal, scale,
   // window_left, window_right, softcap, layout ("bshd" | "bhsd"), deterministic (backward).
+  // layout "thd" (variable length): inputs {q, k, v, cu_seqlens_q, cu_seqlens_k} or {q, k, v,
+  // o, dout, lse, cu_seqlens_q, cu_seqlens_k}, and the attributes max_seqlen_q, max_seqlen_k.
   ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
-    attrs.expect_only("attention",
-                      {"backward", "causal", "scale", "window_left", "window_right", "softcap", "layout", "deterministic"});
+    attrs.expect_only("attention", {"backward", "causal", "scale", "window_left", "window_right", "softcap", "layout",
+                                    "deterministic", "max_seqlen_q", "max_seqlen_k"});
     const bool bwd = attrs.get_bool("attention", "backward", false);
-    const char* op = bwd ? "attention_backward" : "attention";
-    if (in.size() != (bwd ? 6u : 3u))
-      HK_THROW(kValue, op, ": takes ", bwd ? "6 inputs (q, k, v, o, dout, lse)" : "3 inputs (q, k, v)", ", got ",
-               in.size());
+    const AttentionOptions opt = options_from(bwd ? "attention_backward" : "attention", attrs);
+    const bool thd = opt.layout == AttentionLayout::kTHD;
+    const char* op = thd ? (bwd ? "attention_varlen_backward" : "attention_varlen")
+                         : (bwd ? "attention_backward" : "attention");
+    const size_t n = (bwd ? 6u : 3u) + (thd ? 2u : 0u);
+    if (in.size() != n)
+      HK_THROW(kValue, op, ": takes ", n, " inputs (q, k, v", bwd ? ", o, dout, lse" : "",
+               thd ? ", cu_seqlens_q, cu_seqlens_k" : "", "), got ", in.size());
+    const int64_t max_q = attrs.get_int(op, "max_seqlen_q", -1), max_k = attrs.get_int(op, "max_seqlen_k", -1);
+    if (!thd && (max_q != -1 || max_k != -1))
+      HK_THROW(kValue, op, ": max_seqlen_q / max_seqlen_k belong to layout \"thd\" (variable length)");
+    if (thd && (max_q < 0 || max_k < 0))
+      HK_THROW(kValue, op, ": layout \"thd\" needs max_seqlen_q and max_seqlen_k (>= 0), got ", max_q, " and ", max_k);
     std::vector<const TensorView*> ptrs;
-    for (auto& t : in) ptrs.push_back(&t);
-    return std::make_shared<AttentionProblem>(checked(op, ptrs, options_from(op, attrs), bwd));
+    for (size_t i = 0; i < n - (thd ? 2 : 0); ++i) ptrs.push_back(&in[i]);
+    const VarlenIn vl{&in[n - 2], &in[n - 1], max_q, max_k};
+    return std::make_shared<AttentionProblem>(checked(op, ptrs, opt, bwd, thd ? &vl : nullptr));
   }
 };
 
 HK_REGISTER_FAMILY(AttentionFamily);
 
-bool empty_problem(const AttentionProblem& p) { return p.batch == 0 || p.seqlen_q == 0 || p.heads_q == 0; }
+bool empty_problem(const AttentionProblem& p) {
+  return p.batch == 0 || p.seqlen_q == 0 || p.heads_q == 0 || (p.is_varlen() && p.total_q == 0);
+}
 
-}  // namespace
-
-void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
-               const TensorView& lse, const AttentionOptions& options, cudaStream_t stream) {
-  const char* op = "attention";
-  AttentionProblem p = checked(op, {&q, &k, &v}, options, false);
+void forward(const char* op, const TensorView& q, const TensorView& k, const TensorView& v, const VarlenIn* vl,
+             const TensorView& o, const TensorView& lse, const AttentionOptions& options, cudaStream_t stream) {
+  AttentionProblem p = checked(op, {&q, &k, &v}, options, false, vl);
   Dims dq = dims_of(op, "q", q, options.layout), d_o = dims_of(op, "o", o, options.layout);
   expect_same(op, "o", o, d_o, "q", q, dq);
-  check_lse(op, lse, p.batch, p.heads_q, p.seqlen_q);
+  check_lse(op, lse, p);
   p.str_o = d_o.st;
   p.align_bytes = std::min(p.align_bytes, min_align({&o, &lse}));
   if (empty_problem(p)) return;
-  Registry::get().pick(p).run(p, Operands{{q, k, v}, {o, lse}}, stream);
+  std::vector<TensorView> in = {q, k, v};
+  if (vl) in.insert(in.end(), {*vl->cu_q, *vl->cu_k});
+  Registry::get().pick(p).run(p, Operands{in, {o, lse}}, stream);
 }
 
-void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
-                        const TensorView& dout, const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                        const TensorView& dv, const AttentionOptions& options, cudaStream_t stream) {
-  const char* op = "attention_backward";
-  AttentionProblem p = checked(op, {&q, &k, &v, &o, &dout, &lse}, options, true);
+void backward(const char* op, const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+              const TensorView& dout, const TensorView& lse, const VarlenIn* vl, const TensorView& dq,
+              const TensorView& dk, const TensorView& dv, const AttentionOptions& options, cudaStream_t stream) {
+  AttentionProblem p = checked(op, {&q, &k, &v, &o, &dout, &lse}, options, true, vl);
   Dims d_q = dims_of(op, "q", q, options.layout), d_k = dims_of(op, "k", k, options.layout);
   Dims g_q = dims_of(op, "dq", dq, options.layout), g_k = dims_of(op, "dk", dk, options.layout),
        g_v = dims_of(op, "dv", dv, options.layout);
@@ -748,8 +1015,43 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
   p.str_dq = g_q.st, p.str_dk = g_k.st, p.str_dv = g_v.st;
   p.align_bytes = std::min(p.align_bytes, min_align({&dq, &dk, &dv}));
   if (p.batch == 0 || p.heads_q == 0) return;
-  if (p.seqlen_q == 0 && p.seqlen_k == 0) return;
-  Registry::get().pick(p).run(p, Operands{{q, k, v, o, dout, lse}, {dq, dk, dv}}, stream);
+  if (p.is_varlen() ? p.total_q == 0 && p.total_k == 0 : p.seqlen_q == 0 && p.seqlen_k == 0) return;
+  std::vector<TensorView> in = {q, k, v, o, dout, lse};
+  if (vl) in.insert(in.end(), {*vl->cu_q, *vl->cu_k});
+  Registry::get().pick(p).run(p, Operands{in, {dq, dk, dv}}, stream);
+}
+
+}  // namespace
+
+void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+               const TensorView& lse, const AttentionOptions& options, cudaStream_t stream) {
+  forward("attention", q, k, v, nullptr, o, lse, options, stream);
+}
+
+void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                        const TensorView& dout, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                        const TensorView& dv, const AttentionOptions& options, cudaStream_t stream) {
+  backward("attention_backward", q, k, v, o, dout, lse, nullptr, dq, dk, dv, options, stream);
+}
+
+void attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& cu_seqlens_q,
+                      const TensorView& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, const TensorView& o,
+                      const TensorView& lse, const AttentionOptions& options, cudaStream_t stream) {
+  AttentionOptions opt = options;
+  opt.layout = AttentionLayout::kTHD;
+  const VarlenIn vl{&cu_seqlens_q, &cu_seqlens_k, max_seqlen_q, max_seqlen_k};
+  forward("attention_varlen", q, k, v, &vl, o, lse, opt, stream);
+}
+
+void attention_varlen_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                               const TensorView& dout, const TensorView& lse, const TensorView& cu_seqlens_q,
+                               const TensorView& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                               const AttentionOptions& options, cudaStream_t stream) {
+  AttentionOptions opt = options;
+  opt.layout = AttentionLayout::kTHD;
+  const VarlenIn vl{&cu_seqlens_q, &cu_seqlens_k, max_seqlen_q, max_seqlen_k};
+  backward("attention_varlen_backward", q, k, v, o, dout, lse, &vl, dq, dk, dv, opt, stream);
 }
 
 }  // namespace hk

@@ -9,10 +9,13 @@
 // contiguous. One dtype (f16 or bf16) for the rest; math in f32. The kernels see pointers and
 // (b, s, h) strides only, so the layout is just the order of the logical shape.
 //
-// Variable length (packed [total, H, D] with cu_seqlens) is not in the contract yet; it would be
-// a third layout whose batch index selects a row range through two int32 inputs (cu_seqlens_q,
-// cu_seqlens_k) appended to inputs(), with batch stride 0 and Sq / Sk the maxima. The mask rule
-// below already takes the per-sequence lengths as arguments for that reason.
+// Variable length (layout thd, FlashAttention's varlen): q-like tensors are packed
+// [total_q, Hq, D], k-like ones [total_k, Hkv, D], and two int32 inputs appended to inputs()
+// (cu_seqlens_q, cu_seqlens_k, [B + 1] prefix sums) give sequence b the rows cu[b] .. cu[b+1]-1.
+// The batch stride is 0, Sq / Sk are the maxima (max_seqlen_q / _k: the grid's extent), lse is
+// f32 [Hq, total_q]. Every kernel reads the row offset and the lengths of its sequence through
+// attn_seq() and indexes lse through AttentionArgs::lse_index(); the mask rule takes the
+// per-sequence lengths (causal is bottom-right aligned per sequence).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +50,13 @@ HK_HOST_DEVICE inline KeyRange attn_key_range(int64_t i, int64_t sq, int64_t sk,
 }
 
 struct AttentionProblem final : Problem {
+  // thd: batch = the number of sequences, seqlen_q / seqlen_k = max_seqlen_q / max_seqlen_k.
   int64_t batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, head_dim = 64;
+  // thd only: the packed row counts, and the prefix sums when they are known on the host (the
+  // test and bench problems: inputs() writes them into cu_seqlens); empty for a problem built
+  // from views, whose cu_seqlens stay on the device (the reference reads them from its inputs).
+  int64_t total_q = 0, total_k = 0;
+  std::vector<int64_t> cu_q, cu_k;
   DType dtype = DType::kBF16;
   AttentionLayout layout = AttentionLayout::kBSHD;
   bool causal = false;
@@ -64,12 +73,26 @@ struct AttentionProblem final : Problem {
   AttentionProblem(int64_t b, int64_t s_q, int64_t s_k, int64_t h_q, int64_t h_kv, int64_t d, DType dt,
                    bool bwd = false, AttentionLayout lay = AttentionLayout::kBSHD);
 
+  // Variable-length problem of B = lens_q.size() sequences (layout thd): the prefix sums, totals
+  // and maxima from the lengths.
+  static AttentionProblem varlen(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
+                                 int64_t h_q, int64_t h_kv, int64_t d, DType dt, bool bwd = false);
+  bool is_varlen() const { return layout == AttentionLayout::kTHD; }
+  // Sequence b's lengths (the maxima for fixed-length layouts; cu_q / cu_k must be known for thd).
+  int64_t seq_q(int64_t b) const { return is_varlen() ? cu_q[b + 1] - cu_q[b] : seqlen_q; }
+  int64_t seq_k(int64_t b) const { return is_varlen() ? cu_k[b + 1] - cu_k[b] : seqlen_k; }
+  // Extent of the q-like and k-like tensors along their sequence dimension (Sq, or thd total_q).
+  int64_t rows_q() const { return is_varlen() ? total_q : seqlen_q; }
+  int64_t rows_k() const { return is_varlen() ? total_k : seqlen_k; }
   // Contiguous strides of a q-like (kv = false) or k-like operand in `layout`.
   AttnStrides default_strides(bool kv) const;
   void reset_strides();
   // Window as the kernels use it: causal folded into the right edge.
   int64_t eff_window_right() const { return causal ? 0 : window_right; }
   KeyRange keys(int64_t i) const { return attn_key_range(i, seqlen_q, seqlen_k, window_left, eff_window_right()); }
+  KeyRange keys(int64_t b, int64_t i) const {
+    return attn_key_range(i, seq_q(b), seq_k(b), window_left, eff_window_right());
+  }
   bool masked() const { return causal || window_left >= 0 || window_right >= 0; }
   int64_t group() const { return heads_q / heads_kv; }
   double default_scale() const;
@@ -111,7 +134,42 @@ struct AttentionArgs {
   int64_t window_left = -1, window_right = -1;  // causal folded in
   DType dtype = DType::kBF16;
   bool backward = false, deterministic = false;
+  // thd: the prefix sums (device, [batch + 1]) and the packed row counts; nullptr otherwise.
+  const int32_t *cu_q = nullptr, *cu_k = nullptr;
+  int64_t total_q = 0, total_k = 0;
+  // lse (and the backward's per-row scratch, Delta, dQ's f32 accumulator) element of row i of
+  // sequence b, query head h: lse_b b + lse_h h + q0 + i, q0 the sequence's first packed row.
+  // [B, Hq, Sq]: (Hq Sq, Sq); thd [Hq, total_q]: (0, total_q).
+  int64_t lse_b = 0, lse_h = 0;
+  HK_HOST_DEVICE int64_t lse_index(int64_t b, int64_t h, int64_t row) const { return b * lse_b + h * lse_h + row; }
+  // Rows the per-row passes (Delta, dQ's conversion) walk: (B', S') with B' S' Hq rows, row
+  // (b', h, i) at lse_index(b', h, i) and operand row (b', i): (B, Sq) or, thd, (1, total_q).
+  HK_HOST_DEVICE int64_t row_batches() const { return cu_q ? 1 : batch; }
+  HK_HOST_DEVICE int64_t row_seqlen() const { return cu_q ? total_q : seqlen_q; }
   static AttentionArgs bind(const AttentionProblem& p, const Operands& ops);
 };
+
+// Sequence b's first packed rows and lengths: (0, 0, Sq, Sk) for fixed-length layouts. For thd,
+// the prefix sums are clamped to [0, total] and made non-decreasing, so no prefix sum, however
+// wrong, makes a kernel read or write outside the tensors (a sequence longer than the maximum
+// the grid was sized for has its rows past the maximum left uncomputed).
+struct AttnSeq {
+  int64_t q0, k0, sq, sk;
+};
+// Rows [first, first + return) of one sequence from a clamped prefix-sum pair.
+HK_HOST_DEVICE inline int64_t attn_span(const int32_t* cu, int64_t b, int64_t total, int64_t& first) {
+  int64_t s = cu[b], e = cu[b + 1];
+  s = s < 0 ? 0 : (s > total ? total : s);
+  e = e < s ? s : (e > total ? total : e);
+  first = s;
+  return e - s;
+}
+HK_HOST_DEVICE inline AttnSeq attn_seq(const AttentionArgs& a, int64_t b) {
+  if (!a.cu_q) return {0, 0, a.seqlen_q, a.seqlen_k};
+  AttnSeq r;
+  r.sq = attn_span(a.cu_q, b, a.total_q, r.q0);
+  r.sk = attn_span(a.cu_k, b, a.total_k, r.k0);
+  return r;
+}
 
 }  // namespace hk

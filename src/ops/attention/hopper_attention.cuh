@@ -18,6 +18,8 @@
 //                    runs while PV(n) does; only O's rescale waits for it
 //   kPingpong        the two consumer warpgroups take turns issuing their GEMMs (named
 //                    barriers), so one's softmax overlaps the other's MMAs
+// Variable length (thd, for policies with kThd): the maps span the packed tensors and a CTA
+// starts its TMA coordinates at its sequence's first packed row (as FlashAttention-3 does).
 // Needs: sm_90a; bf16 or f16; D = 64 or 128; Sk >= 1; q, k, v 16-byte aligned with (batch, seq,
 // head) strides multiples of 8 elements (TMA's 16 bytes); o with even strides; forward only.
 #pragma once
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "attention/attention_op.hpp"
 #include "common/launch.cuh"
@@ -149,6 +152,10 @@ struct FwdParams {
   void* o;
   AttnStrides so;
   float* lse;
+  // thd: the prefix sums, the packed row counts (seqlen_q / seqlen_k hold the maxima until the
+  // kernel replaces them with its sequence's lengths) and lse's head stride (total_q)
+  const int32_t *cu_q, *cu_k;
+  int64_t total_q, total_k;
 };
 
 // The key blocks [lo, hi) that query rows m0 .. m0 + kBlockM - 1 can see.
@@ -278,10 +285,10 @@ __device__ __forceinline__ void turn_pass(int cw) {
   if constexpr (C::kPingpong) ptx::named_barrier_arrive(1 + (cw ^ 1), 256);
 }
 
-template <class T, class C, bool kSoftcap>
+template <class T, class C, bool kSoftcap, bool kVarlen>
 __global__ void __launch_bounds__(C::kThreads, 1)
     attention_hopper_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                            const __grid_constant__ CUtensorMap map_v, const FwdParams p) {
+                            const __grid_constant__ CUtensorMap map_v, const FwdParams prm) {
   constexpr int kD = C::kD, kBlockN = C::kBlockN, kStages = C::kStages;
   static_assert(!C::kPingpong || C::kIntraWgOverlap, "the ping-pong turns are taken in the overlapped loop");
   extern __shared__ uint8_t smem_raw[];
@@ -295,8 +302,26 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   uint64_t* q_full = static_cast<uint64_t*>(vring.end());
 
   const int hq = blockIdx.y, b = blockIdx.z;
-  const int hkv = hq / p.group;
   const int m0 = blockIdx.x * C::kBlockM;
+  // thd: the maps span the packed [total, H, D] tensors (batch extent 1); this CTA's sequence
+  // starts at packed rows q0 / k0 and its lengths replace the maxima, so the masks, the key
+  // blocks and the epilogue's row test are the sequence's own. Rows past the sequence's end
+  // inside the last tiles are the next sequence's (or TMA's zero fill past the tensor's end):
+  // keys there fall outside every row's range and are masked, query rows there are computed
+  // and never stored. The fixed-length kernel keeps its lengths in the parameter bank.
+  FwdParams p = prm;
+  int q0 = 0, k0 = 0, tma_b = b;
+  if constexpr (kVarlen) {
+    int64_t f;
+    const int64_t sq = attn_span(p.cu_q, b, p.total_q, f);
+    q0 = static_cast<int>(f);
+    const int64_t sk = attn_span(p.cu_k, b, p.total_k, f);
+    k0 = static_cast<int>(f);
+    if (m0 >= sq) return;  // past this sequence's end (the whole CTA, before any barrier)
+    p.seqlen_q = static_cast<int>(sq), p.seqlen_k = static_cast<int>(sk);
+    tma_b = 0;
+  }
+  const int hkv = hq / p.group;
   int n_lo, n_hi;
   key_blocks<C::kBlockM, kBlockN>(p, m0, n_lo, n_hi);
 
@@ -317,20 +342,21 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::prefetch_tensor_map(&map_v);
       ptx::mbar_arrive_expect_tx(q_full, C::kQBytes);
 #pragma unroll
-      for (int c = 0; c < C::kChunks; ++c) tma_load_4d(s_q + c * C::kBlockM * 128, &map_q, 64 * c, m0, hq, b, q_full);
+      for (int c = 0; c < C::kChunks; ++c)
+        tma_load_4d(s_q + c * C::kBlockM * 128, &map_q, 64 * c, q0 + m0, hq, tma_b, q_full);
       PipelineState<kStages> st;
       for (int n = n_lo; n < n_hi; ++n, ++st) {
         kring.producer_acquire(st);
         kring.producer_expect_tx(st, C::kTileBytes);
 #pragma unroll
         for (int c = 0; c < C::kChunks; ++c)
-          tma_load_4d(s_k + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_k, 64 * c, n * kBlockN, hkv, b,
+          tma_load_4d(s_k + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_k, 64 * c, k0 + n * kBlockN, hkv, tma_b,
                       kring.full_barrier(st));
         vring.producer_acquire(st);
         vring.producer_expect_tx(st, C::kTileBytes);
 #pragma unroll
         for (int c = 0; c < C::kChunks; ++c)
-          tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_v, 64 * c, n * kBlockN, hkv, b,
+          tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_v, 64 * c, k0 + n * kBlockN, hkv, tma_b,
                       vring.full_barrier(st));
       }
     }
@@ -451,12 +477,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const int row = row_base + 8 * h;
     if (row >= p.seqlen_q) continue;
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    T* orow = out + int64_t(b) * p.so.b + int64_t(row) * p.so.s + int64_t(hq) * p.so.h + key_lane;
+    T* orow = out + int64_t(b) * p.so.b + int64_t(q0 + row) * p.so.s + int64_t(hq) * p.so.h + key_lane;
 #pragma unroll
     for (int j = 0; j < kD / 8; ++j)
       *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
     if (lane % 4 == 0)
-      p.lse[(int64_t(b) * p.heads_q + hq) * p.seqlen_q + row] =
+      p.lse[kVarlen ? int64_t(hq) * p.total_q + q0 + row : (int64_t(b) * p.heads_q + hq) * p.seqlen_q + row] =
           l > 0.f ? (row_max[h] * (kSoftcap ? 1.f : p.scale_log2) + log2f(l)) * 0.69314718055994531f : -INFINITY;
   }
 }
@@ -483,6 +509,13 @@ inline CUtensorMap operand_map(const void* base, DType dt, int64_t s, int64_t h,
   return map;
 }
 
+// Whether policy P's rung is built for thd (variable length): its policy says kThd = true.
+template <class P>
+constexpr bool thd_rung() {
+  if constexpr (requires { P::kThd; }) return P::kThd;
+  else return false;
+}
+
 template <class T, int kD, class P>
 void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name) {
   using C = Cfg<kD, P>;
@@ -495,12 +528,25 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name)
   p.cap_in = a.softcap > 0.f ? a.scale / a.softcap : 0.f;
   p.cap_out = a.softcap > 0.f ? a.softcap * kLog2e : 0.f;
   p.o = a.out, p.so = a.so, p.lse = a.lse_out;
-  const CUtensorMap mq = operand_map(a.q, a.dtype, a.seqlen_q, a.heads_q, a.batch, kD, a.sq, C::kBlockM);
-  const CUtensorMap mk = operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sk, C::kBlockN);
-  const CUtensorMap mv = operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sv, C::kBlockN);
-  auto kernel = a.softcap > 0.f ? attention_hopper_kernel<T, C, true> : attention_hopper_kernel<T, C, false>;
+  p.cu_q = a.cu_q, p.cu_k = a.cu_k, p.total_q = a.total_q, p.total_k = a.total_k;
+  // thd: maps over the packed [total, H, D] tensors, one batch
+  const bool thd = a.cu_q != nullptr;
+  const int64_t rq = thd ? a.total_q : a.seqlen_q, rk = thd ? a.total_k : a.seqlen_k, nb = thd ? 1 : a.batch;
+  const CUtensorMap mq = operand_map(a.q, a.dtype, rq, a.heads_q, nb, kD, a.sq, C::kBlockM);
+  const CUtensorMap mk = operand_map(a.k, a.dtype, rk, a.heads_kv, nb, kD, a.sk, C::kBlockN);
+  const CUtensorMap mv = operand_map(a.v, a.dtype, rk, a.heads_kv, nb, kD, a.sv, C::kBlockN);
+  using Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const FwdParams);
+  Kernel kernel = a.softcap > 0.f ? attention_hopper_kernel<T, C, true, false> : attention_hopper_kernel<T, C, false, false>;
+  if constexpr (thd_rung<P>()) {
+    if (thd) kernel = a.softcap > 0.f ? attention_hopper_kernel<T, C, true, true> : attention_hopper_kernel<T, C, false, true>;
+  } else {
+    if (thd) HK_THROW(kNotSupported, name, ": thd (variable length) is not instantiated for this rung");
+  }
   static const bool configured = [] {
-    for (auto k : {attention_hopper_kernel<T, C, true>, attention_hopper_kernel<T, C, false>})
+    std::vector<Kernel> all = {attention_hopper_kernel<T, C, true, false>, attention_hopper_kernel<T, C, false, false>};
+    if constexpr (thd_rung<P>())
+      all.insert(all.end(), {attention_hopper_kernel<T, C, true, true>, attention_hopper_kernel<T, C, false, true>});
+    for (Kernel k : all)
       HK_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
     return true;
   }();
@@ -523,10 +569,17 @@ void launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream, const 
   else with_d(__nv_bfloat16{});
 }
 
-// What the TMA/wgmma kernels can run ("" = all of p); `rung` names the caller in the reasons.
-inline std::string hopper_attention_supports(const AttentionProblem& p, const char* rung) {
+// What the TMA/wgmma kernels can run ("" = all of p); `rung` names the caller in the reasons,
+// `thd` says whether its policy instantiates the variable-length kernel (kThd).
+inline std::string hopper_attention_supports(const AttentionProblem& p, const char* rung, bool thd = false) {
   const std::string r = std::string("attention: ") + rung;
   if (p.backward) return r + " is a forward kernel";
+  if (p.is_varlen()) {
+    if (!thd) return r + " is built for fixed-length layouts (thd runs on v05)";
+    if (p.total_k < 1) return r + " needs total_k >= 1 (a TMA extent), got 0";
+    if (p.total_q > INT32_MAX - 128 || p.total_k > INT32_MAX - 128)
+      return r + " takes packed row counts below 2^31 (TMA coordinates)";
+  }
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return r + " takes bf16 or f16";
   if (p.head_dim != 64 && p.head_dim != 128)
     return r + " is built for D = 64 and 128, got D=" + std::to_string(p.head_dim);
@@ -536,10 +589,10 @@ inline std::string hopper_attention_supports(const AttentionProblem& p, const ch
   auto bad = [&](const AttnStrides& s, int64_t seq, int64_t heads, int64_t m) {
     return (p.batch > 1 && s.b % m) || (seq > 1 && s.s % m) || (heads > 1 && s.h % m);
   };
-  if (bad(p.str_q, p.seqlen_q, p.heads_q, 8) || bad(p.str_k, p.seqlen_k, p.heads_kv, 8) ||
-      bad(p.str_v, p.seqlen_k, p.heads_kv, 8))
+  if (bad(p.str_q, p.rows_q(), p.heads_q, 8) || bad(p.str_k, p.rows_k(), p.heads_kv, 8) ||
+      bad(p.str_v, p.rows_k(), p.heads_kv, 8))
     return r + " needs q, k, v strides that are multiples of 8 elements (TMA's 16 bytes)";
-  if (bad(p.str_o, p.seqlen_q, p.heads_q, 2)) return r + " stores o in pairs: even o strides";
+  if (bad(p.str_o, p.rows_q(), p.heads_q, 2)) return r + " stores o in pairs: even o strides";
   for (int64_t v : {p.batch, p.heads_q})
     if (v > 65535) return r + "'s grid takes B and Hq up to 65535";
   for (int64_t v : {p.seqlen_q, p.seqlen_k})

@@ -16,7 +16,7 @@
 #include <cmath>
 
 #include "attention/attn_common.cuh"
-#include "common/rowwise.cuh"
+#include "common/stream_scratch.hpp"
 
 namespace hk {
 namespace {
@@ -200,7 +200,10 @@ void attention_v01_launch(const AttentionArgs& a, cudaStream_t stream) {
   });
 }
 
-std::string attention_v01_supports(const AttentionProblem&) { return ""; }
+std::string attention_v01_supports(const AttentionProblem& p) {
+  if (p.is_varlen()) return "fixed-length layouts only (bshd, bhsd): the packed thd layout runs on v02 and up";
+  return "";
+}
 
 }  // namespace
 

@@ -16,6 +16,8 @@
 // (scores and dP = dO V^T per key tile, dS = P (dP - Delta) from the saved lse, dQ += dS K);
 // dK and dV with the roles swapped: 8 key rows per block, tiles of 32 query rows (over every
 // query head of the kv head's group) as the partners, dV += P^T dO, dK += dS^T Q.
+// Variable length (thd): a grid item whose tile starts past its sequence's end returns at once;
+// every pointer is offset by the sequence's first packed row, lse and Delta indexed per row.
 // Needs: nothing beyond the contract.
 // Run:   hk bench attention --variant v02_online_softmax --shape 2048x128x1
 #include <cuda_runtime.h>
@@ -24,7 +26,7 @@
 #include <cmath>
 
 #include "attention/attn_common.cuh"
-#include "common/rowwise.cuh"
+#include "common/stream_scratch.hpp"
 
 namespace hk {
 namespace {
@@ -62,9 +64,7 @@ __global__ void __launch_bounds__(kThreads) attn_v02_fwd_kernel(const AttentionA
   float* qs = ks + kTile * (kDC + 1);  // [kRows][kDC]
   float* vs = qs + kRows * kDC;        // [kTile][kFwdSlab]
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t D = a.head_dim, Sq = a.seqlen_q, Sk = a.seqlen_k, G = a.heads_q / a.heads_kv;
-  const T *Q = static_cast<const T*>(a.q), *K = static_cast<const T*>(a.k), *V = static_cast<const T*>(a.v);
-  T* O = static_cast<T*>(a.out);
+  const int64_t D = a.head_dim, G = a.heads_q / a.heads_kv;
   const int64_t items = a.batch * a.heads_q * row_tiles * slabs;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     const int slab = static_cast<int>(item % slabs);
@@ -73,6 +73,14 @@ __global__ void __launch_bounds__(kThreads) attn_v02_fwd_kernel(const AttentionA
     rest /= row_tiles;
     const int64_t h = rest % a.heads_q, b = rest / a.heads_q, hk = h / G;
     const int64_t i0 = tile * kRows, d0 = int64_t(slab) * kFwdSlab;
+    // This sequence's rows (thd: row i of the sequence is packed row q0 + i; the batch stride is 0).
+    const AttnSeq seq = attn_seq(a, b);
+    const int64_t Sq = seq.sq, Sk = seq.sk;
+    if (i0 >= Sq) continue;  // past a shorter sequence's end (block-uniform)
+    const T* Q = static_cast<const T*>(a.q) + seq.q0 * a.sq.s;
+    const T* K = static_cast<const T*>(a.k) + seq.k0 * a.sk.s;
+    const T* V = static_cast<const T*>(a.v) + seq.k0 * a.sv.s;
+    T* O = static_cast<T*>(a.out) + seq.q0 * a.so.s;
     const int nc = static_cast<int>((std::min<int64_t>(kFwdSlab, D - d0) + 31) / 32);
     int64_t lo = Sk, hi = -1;  // keys any of the block's rows attends (ranges grow with i)
     for (int r = 0; r < kRows; ++r) {
@@ -143,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) attn_v02_fwd_kernel(const AttentionA
         if (c < nc && d < D) orow[d] = from_f32<T>(acc[rr][c] * inv);
       }
       if (slab == 0 && lane == 0)
-        a.lse_out[(b * a.heads_q + h) * Sq + i] = l[rr] > 0.f ? m[rr] + logf(l[rr]) : kNegInf;
+        a.lse_out[a.lse_index(b, h, seq.q0 + i)] = l[rr] > 0.f ? m[rr] + logf(l[rr]) : kNegInf;
     }
     __syncthreads();  // the next item reloads the tiles
   }
@@ -151,19 +159,19 @@ __global__ void __launch_bounds__(kThreads) attn_v02_fwd_kernel(const AttentionA
 
 // ---- backward --------------------------------------------------------------------------------
 
-// delta[(b Hq + h) Sq + i] = dout_i . o_i (f32), a warp per row.
+// delta[lse_index(b, h, i)] = dout_i . o_i (f32), a warp per row; thd: every packed row.
 template <class T>
 __global__ void __launch_bounds__(kThreads) attn_v02_delta_kernel(const AttentionArgs a, float* delta) {
   const int lane = threadIdx.x % 32;
-  const int64_t rows = a.batch * a.heads_q * a.seqlen_q;
+  const int64_t S = a.row_seqlen(), rows = a.row_batches() * a.heads_q * S;
   const T *O = static_cast<const T*>(a.o), *dO = static_cast<const T*>(a.dout);
   for (int64_t r = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
-    const int64_t i = r % a.seqlen_q, h = (r / a.seqlen_q) % a.heads_q, b = r / (a.seqlen_q * a.heads_q);
+    const int64_t i = r % S, h = (r / S) % a.heads_q, b = r / (S * a.heads_q);
     const T *orow = attn::row_ptr(O, a.so, b, i, h), *drow = attn::row_ptr(dO, a.sdo, b, i, h);
     float x = 0.f;
     for (int64_t d = lane; d < a.head_dim; d += 32) x += ld<T>(orow + d) * ld<T>(drow + d);
     x = attn::warp_sum(x);
-    if (lane == 0) delta[r] = x;
+    if (lane == 0) delta[a.lse_index(b, h, i)] = x;
   }
 }
 
@@ -193,10 +201,7 @@ __global__ void __launch_bounds__(kThreads) attn_v02_dq_kernel(const AttentionAr
   float* dos = qs + kRows * kDC;        // [kRows][kDC]
   float* kslab = dos + kRows * kDC;     // [kTile][kBwdSlab]
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t D = a.head_dim, Sq = a.seqlen_q, Sk = a.seqlen_k, G = a.heads_q / a.heads_kv;
-  const T *Q = static_cast<const T*>(a.q), *K = static_cast<const T*>(a.k), *V = static_cast<const T*>(a.v);
-  const T* dO = static_cast<const T*>(a.dout);
-  T* dQ = static_cast<T*>(a.out);
+  const int64_t D = a.head_dim, G = a.heads_q / a.heads_kv;
   const int64_t items = a.batch * a.heads_q * row_tiles * slabs;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     const int slab = static_cast<int>(item % slabs);
@@ -205,6 +210,14 @@ __global__ void __launch_bounds__(kThreads) attn_v02_dq_kernel(const AttentionAr
     rest /= row_tiles;
     const int64_t h = rest % a.heads_q, b = rest / a.heads_q, hk = h / G;
     const int64_t i0 = tile * kRows, d0 = int64_t(slab) * kBwdSlab;
+    const AttnSeq seq = attn_seq(a, b);
+    const int64_t Sq = seq.sq, Sk = seq.sk;
+    if (i0 >= Sq) continue;
+    const T* Q = static_cast<const T*>(a.q) + seq.q0 * a.sq.s;
+    const T* K = static_cast<const T*>(a.k) + seq.k0 * a.sk.s;
+    const T* V = static_cast<const T*>(a.v) + seq.k0 * a.sv.s;
+    const T* dO = static_cast<const T*>(a.dout) + seq.q0 * a.sdo.s;
+    T* dQ = static_cast<T*>(a.out) + seq.q0 * a.sdq.s;
     const int nc = static_cast<int>((std::min<int64_t>(kBwdSlab, D - d0) + 31) / 32);
     int64_t lo = Sk, hi = -1;
     for (int r = 0; r < kRows; ++r) {
@@ -218,7 +231,7 @@ __global__ void __launch_bounds__(kThreads) attn_v02_dq_kernel(const AttentionAr
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
       const int64_t i = i0 + warp * kRowsPerWarp + rr;
       kr[rr] = attn_key_range(i, Sq, Sk, a.window_left, a.window_right);
-      const int64_t li = (b * a.heads_q + h) * Sq + i;
+      const int64_t li = a.lse_index(b, h, seq.q0 + i);
       lse[rr] = i < Sq ? a.lse_in[li] : 0.f;
       dlt[rr] = i < Sq ? delta[li] : 0.f;
 #pragma unroll
@@ -287,10 +300,7 @@ __global__ void __launch_bounds__(kThreads) attn_v02_dkv_kernel(const AttentionA
   float* qslab = vs + kRows * kDC;       // [kTile][kBwdSlab]
   float* doslab = qslab + kTile * kBwdSlab;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t D = a.head_dim, Sq = a.seqlen_q, Sk = a.seqlen_k, G = a.heads_q / a.heads_kv;
-  const T *Q = static_cast<const T*>(a.q), *K = static_cast<const T*>(a.k), *V = static_cast<const T*>(a.v);
-  const T* dO = static_cast<const T*>(a.dout);
-  T *dK = static_cast<T*>(a.dk), *dV = static_cast<T*>(a.dv);
+  const int64_t D = a.head_dim, G = a.heads_q / a.heads_kv;
   const int64_t items = a.batch * a.heads_kv * key_tiles * slabs;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     const int slab = static_cast<int>(item % slabs);
@@ -299,6 +309,15 @@ __global__ void __launch_bounds__(kThreads) attn_v02_dkv_kernel(const AttentionA
     rest /= key_tiles;
     const int64_t hk = rest % a.heads_kv, b = rest / a.heads_kv;
     const int64_t j0 = tile * kRows, d0 = int64_t(slab) * kBwdSlab;
+    const AttnSeq seq = attn_seq(a, b);
+    const int64_t Sq = seq.sq, Sk = seq.sk;
+    if (j0 >= Sk) continue;
+    const T* Q = static_cast<const T*>(a.q) + seq.q0 * a.sq.s;
+    const T* K = static_cast<const T*>(a.k) + seq.k0 * a.sk.s;
+    const T* V = static_cast<const T*>(a.v) + seq.k0 * a.sv.s;
+    const T* dO = static_cast<const T*>(a.dout) + seq.q0 * a.sdo.s;
+    T* dK = static_cast<T*>(a.dk) + seq.k0 * a.sdk.s;
+    T* dV = static_cast<T*>(a.dv) + seq.k0 * a.sdv.s;
     const int64_t jmax = std::min<int64_t>(j0 + kRows, Sk) - 1;
     const int nc = static_cast<int>((std::min<int64_t>(kBwdSlab, D - d0) + 31) / 32);
     float adk[kRowsPerWarp][kBwdSlab / 32] = {}, adv[kRowsPerWarp][kBwdSlab / 32] = {};
@@ -332,7 +351,7 @@ __global__ void __launch_bounds__(kThreads) attn_v02_dkv_kernel(const AttentionA
         __syncthreads();
         const int64_t i = i0 + lane;
         const KeyRange kr = attn_key_range(i, Sq, Sk, a.window_left, a.window_right);
-        const int64_t li = (b * a.heads_q + h) * Sq + i;
+        const int64_t li = a.lse_index(b, h, seq.q0 + i);
         const float lse = i < Sq ? a.lse_in[li] : 0.f, dlt = i < Sq ? delta[li] : 0.f;
 #pragma unroll
         for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -384,9 +403,9 @@ void attention_v02_launch(const AttentionArgs& a, cudaStream_t stream) {
       return;
     }
     const int slabs = static_cast<int>(ceil_div(a.head_dim, kBwdSlab));
-    StreamScratch delta(a.batch * a.heads_q * a.seqlen_q * int64_t(sizeof(float)), stream);
+    const int64_t rows = a.row_batches() * a.heads_q * a.row_seqlen();
+    StreamScratch delta(rows * int64_t(sizeof(float)), stream);
     float* dl = delta.as<float>();
-    const int64_t rows = a.batch * a.heads_q * a.seqlen_q;
     if (rows > 0) {
       attn_v02_delta_kernel<T><<<grid_for(ceil_div(rows, kWarps)), kThreads, 0, stream>>>(a, dl);
       HK_CHECK_LAUNCH("attn_v02_delta_kernel");

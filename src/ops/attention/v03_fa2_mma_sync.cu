@@ -13,6 +13,11 @@
 // (V is stored key-major, D contiguous). Key tiles no row of the block attends are skipped.
 // Adds over v02: tensor cores (one HMMA does 4096 multiply-adds against v02's one FMA), f32
 // accumulators in registers instead of shared memory, asynchronous copies overlapping the math.
+// Variable length (thd, D <= 96; an instantiation of its own): a CTA reads its sequence's row
+// offset and lengths from cu_seqlens and returns at once when its 64-row tile starts past the
+// sequence's end; cp.async zero-fills rows past the end, so neighbouring sequences are never
+// read. At D = 128 the per-sequence lengths in registers push the kernel (254 registers) into
+// spills: thd D = 128 runs on v05, else v02.
 // Needs: sm_80; D in {32, 64, 96, 128} (D = 256's 128 O accumulators per thread spill at 4 warps
 // x 16 rows: it runs on v02); every operand 16-byte aligned with (b, s, h) strides
 // multiples of 8 elements (16-byte rows for cp.async); B and Hq at most 65535; forward only.
@@ -47,7 +52,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-template <class T, int kD>
+template <class T, int kD, bool kVarlen>
 __global__ void __launch_bounds__(kThreads, 1) attn_v03_kernel(const AttentionArgs a) {
   using S = Smem<kD>;
   constexpr int kP = S::kPitch, kNT = kBlockN / 8, kDT = kD / 8, kKS = kD / 16;
@@ -60,10 +65,17 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v03_kernel(const AttentionAr
   const int64_t b = blockIdx.z, h = blockIdx.y, G = a.heads_q / a.heads_kv, hk = h / G;
   // The last query tiles first: under a causal mask they see the most keys, and starting them
   // first keeps them out of the grid's tail.
-  const int64_t Sq = a.seqlen_q, Sk = a.seqlen_k, m0 = int64_t(gridDim.x - 1 - blockIdx.x) * kBlockM;
-  const T* Q = static_cast<const T*>(a.q) + b * a.sq.b + h * a.sq.h;
-  const T* K = static_cast<const T*>(a.k) + b * a.sk.b + hk * a.sk.h;
-  const T* V = static_cast<const T*>(a.v) + b * a.sv.b + hk * a.sv.h;
+  // thd: the sequence's own lengths and first packed rows (the grid covers the longest one). A
+  // template switch: the fixed-length kernel (254 registers at D = 128) keeps its lengths in the
+  // constant bank, where they cost no register.
+  AttnSeq seq{0, 0, a.seqlen_q, a.seqlen_k};
+  if constexpr (kVarlen) seq = attn_seq(a, b);
+  const int64_t Sq = seq.sq, Sk = seq.sk, m0 = int64_t(gridDim.x - 1 - blockIdx.x) * kBlockM;
+  if constexpr (kVarlen)
+    if (m0 >= Sq) return;  // past this sequence's end
+  const T* Q = static_cast<const T*>(a.q) + b * a.sq.b + seq.q0 * a.sq.s + h * a.sq.h;
+  const T* K = static_cast<const T*>(a.k) + b * a.sk.b + seq.k0 * a.sk.s + hk * a.sk.h;
+  const T* V = static_cast<const T*>(a.v) + b * a.sv.b + seq.k0 * a.sv.s + hk * a.sv.h;
 
   // Keys the block's rows attend: ranges grow with the row, so the first row's lo and the last
   // row's hi bound them (rows with no key are skipped by their own masks).
@@ -201,24 +213,32 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v03_kernel(const AttentionAr
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
-  T* O = static_cast<T*>(a.out) + b * a.so.b + h * a.so.h;
+  // thd: the sequence re-read rather than kept live through the loop.
+  AttnSeq out_seq = seq;
+  if constexpr (kVarlen) out_seq = attn_seq(a, b);
+  T* O = static_cast<T*>(a.out) + b * a.so.b + out_seq.q0 * a.so.s + h * a.so.h;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t row = r ? r1 : r0;
-    if (row >= Sq) continue;
+    if (row >= out_seq.sq) continue;
     const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
     T* orow = O + row * a.so.s + 2 * t4;
 #pragma unroll
     for (int dt = 0; dt < kDT; ++dt)
       *reinterpret_cast<uint32_t*>(orow + dt * 8) = pack2(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv, T{});
     if (t4 == 0)
-      a.lse_out[(b * a.heads_q + h) * Sq + row] = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
+      a.lse_out[a.lse_index(b, h, out_seq.q0 + row)] = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
   }
 }
 
 template <class T, int kD>
 void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
-  auto kernel = attn_v03_kernel<T, kD>;
+  auto kernel = attn_v03_kernel<T, kD, false>;
+  if constexpr (kD <= 96) {
+    if (a.cu_q) kernel = attn_v03_kernel<T, kD, true>;
+  } else {
+    if (a.cu_q) HK_THROW(kNotSupported, "attention/v03_fa2_mma_sync: thd with D = ", kD);
+  }
   constexpr size_t smem = Smem<kD>::kBytes;
   HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   dim3 grid(static_cast<unsigned>(ceil_div(a.seqlen_q, kBlockM)), static_cast<unsigned>(a.heads_q),
@@ -249,6 +269,9 @@ std::string attention_v03_supports(const AttentionProblem& p) {
   if (p.batch > 65535 || p.heads_q > 65535) return "B and Hq must be at most 65535 (grid z and y)";
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return "empty problem (an empty grid): the general rung";
   if (p.seqlen_q > (int64_t(1) << 31) - kBlockM) return "Sq too large for the grid";
+  if (p.is_varlen() && d > 96)
+    return "thd (variable length) at D = 128 spills registers here (the sequence's lengths no longer sit in the "
+           "constant bank): v05 serves it, else v02";
   return "";
 }
 

@@ -22,6 +22,12 @@
 // Adds over v02's backward: tensor cores for the five products, K/V (or Q) resident in shared
 // memory while the other side streams, P and dS never leave registers (except dS^T once for
 // the atomic dQ).
+// Variable length (thd, D <= 96; instantiations of their own): each CTA offsets its pointers by
+// its sequence's first packed rows and returns when its key block (dK/dV) or row block (dQ)
+// starts past the sequence's end; Delta and the f32 dQ accumulator cover every packed row in
+// lse's [Hq, total_q] order. At D = 128 the fixed-length kernels use 252-253 registers with the
+// lengths in the constant bank; the per-sequence lengths in registers spill (12-28 bytes), so
+// thd at D = 128 runs on v02.
 // Needs: sm_80; D in {32, 64, 96, 128}; every operand 16-byte aligned with (b, s, h) strides
 // multiples of 8 elements; B and Hq at most 65535; backward only.
 // Run:   hk bench attention --variant v04_fa2_backward --shape 2048x128x1
@@ -32,7 +38,7 @@
 #include "attention/attn_common.cuh"
 #include "common/ptx/cp_async.cuh"
 #include "common/ptx/mma.cuh"
-#include "common/rowwise.cuh"
+#include "common/stream_scratch.hpp"
 
 namespace hk {
 namespace {
@@ -72,13 +78,15 @@ struct ScoreFn {
 
 // ---- 1. Delta (and the cleared dQ accumulator) -----------------------------------------------
 
+// Row r = (b' Hq + h) S' + i of the per-row passes (AttentionArgs::row_batches / row_seqlen:
+// every packed row for thd) is lse_index(b', h, i): Delta and dQ's accumulator share lse's layout.
 template <class T>
 __global__ void __launch_bounds__(kThreads) attn_v04_delta_kernel(const AttentionArgs a, float* delta) {
   const int lane = threadIdx.x % 32;
-  const int64_t rows = a.batch * a.heads_q * a.seqlen_q;
+  const int64_t S = a.row_seqlen(), rows = a.row_batches() * a.heads_q * S;
   const T *O = static_cast<const T*>(a.o), *dO = static_cast<const T*>(a.dout);
   for (int64_t r = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
-    const int64_t i = r % a.seqlen_q, h = (r / a.seqlen_q) % a.heads_q, b = r / (a.seqlen_q * a.heads_q);
+    const int64_t i = r % S, h = (r / S) % a.heads_q, b = r / (S * a.heads_q);
     const T *orow = attn::row_ptr(O, a.so, b, i, h), *drow = attn::row_ptr(dO, a.sdo, b, i, h);
     float x = 0.f;
     for (int64_t d = lane; d < a.head_dim; d += 32) x += to_f32(orow[d]) * to_f32(drow[d]);
@@ -97,7 +105,7 @@ struct KvSmem {
   static constexpr size_t kBytes = size_t(2 * kK + 4 * kQ + kS) * 2 + 4 * kRowsKV * sizeof(float);
 };
 
-template <class T, int kD, bool kAtomicDq>
+template <class T, int kD, bool kAtomicDq, bool kVarlen>
 __global__ void __launch_bounds__(kThreads, 1) attn_v04_dkv_kernel(const AttentionArgs a, const float* delta,
                                                                     float* dq_acc) {
   using S = KvSmem<kD>;
@@ -112,10 +120,21 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dkv_kernel(const Attenti
   float* dl_s = lse_s + 2 * kRowsKV;                     // 2 slots
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
   const int64_t b = blockIdx.z, hk = blockIdx.y, G = a.heads_q / a.heads_kv;
-  const int64_t Sq = a.seqlen_q, Sk = a.seqlen_k, n0 = int64_t(blockIdx.x) * kKeysKV;
+  // thd: this sequence's lengths and first packed rows (a template switch: the fixed-length
+  // kernel keeps its lengths in the constant bank, where they cost no register).
+  AttnSeq seq{0, 0, a.seqlen_q, a.seqlen_k};
+  if constexpr (kVarlen) seq = attn_seq(a, b);
+  const int64_t Sq = seq.sq, Sk = seq.sk, n0 = int64_t(blockIdx.x) * kKeysKV;
+  if constexpr (kVarlen)
+    if (n0 >= Sk) return;  // past this sequence's last key
+  // lse's (and Delta's, and dQ's accumulator's) row i of query head h
+  auto lse_at = [&](int64_t h, int64_t i) {
+    if constexpr (kVarlen) return a.lse_index(b, h, seq.q0 + i);
+    else return (b * a.heads_q + h) * Sq + i;
+  };
   const int64_t n_last = (n0 + kKeysKV < Sk ? n0 + kKeysKV : Sk) - 1;
-  const T* K = static_cast<const T*>(a.k) + b * a.sk.b + hk * a.sk.h;
-  const T* V = static_cast<const T*>(a.v) + b * a.sv.b + hk * a.sv.h;
+  const T* K = static_cast<const T*>(a.k) + b * a.sk.b + seq.k0 * a.sk.s + hk * a.sk.h;
+  const T* V = static_cast<const T*>(a.v) + b * a.sv.b + seq.k0 * a.sv.s + hk * a.sv.h;
   const int64_t m_tiles = (Sq + kRowsKV - 1) / kRowsKV, total = G * m_tiles;
 
   // (query head, query tile) pairs whose rows attend some key of the block (ranges grow with
@@ -132,12 +151,12 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dkv_kernel(const Attenti
   };
   auto load_q = [&](int64_t it, int slot) {
     const int64_t h = hk * G + it / m_tiles, i0 = (it % m_tiles) * kRowsKV;
-    const T* Q = static_cast<const T*>(a.q) + b * a.sq.b + h * a.sq.h;
-    const T* dO = static_cast<const T*>(a.dout) + b * a.sdo.b + h * a.sdo.h;
+    const T* Q = static_cast<const T*>(a.q) + b * a.sq.b + seq.q0 * a.sq.s + h * a.sq.h;
+    const T* dO = static_cast<const T*>(a.dout) + b * a.sdo.b + seq.q0 * a.sdo.s + h * a.sdo.h;
     ptx::cp_async_tile<kRowsKV, kD, kP, kThreads>(qs + slot * S::kQ, Q, a.sq.s, i0, 0, Sq, kD, tid);
     ptx::cp_async_tile<kRowsKV, kD, kP, kThreads>(dos + slot * S::kQ, dO, a.sdo.s, i0, 0, Sq, kD, tid);
     if (tid < kRowsKV) {
-      const int64_t i = i0 + tid, li = (b * a.heads_q + h) * Sq + i;
+      const int64_t i = i0 + tid, li = lse_at(h, i);
       lse_s[slot * kRowsKV + tid] = i < Sq ? a.lse_in[li] * kLog2e : 0.f;
       dl_s[slot * kRowsKV + tid] = i < Sq ? delta[li] : 0.f;
     }
@@ -257,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dkv_kernel(const Attenti
       for (int e2 = 0; e2 < 2; ++e2) {
         const int64_t i = i0 + mq * 16 + g + 8 * e2;
         if (i >= Sq) continue;
-        float* row = dq_acc + ((b * a.heads_q + h) * Sq + i) * kD + dh * kHalf + 2 * t4;
+        float* row = dq_acc + lse_at(h, i) * kD + dh * kHalf + 2 * t4;
 #pragma unroll
         for (int d8 = 0; d8 < kHT; ++d8) {
           atomicAdd(row + d8 * 8, acc[d8][2 * e2]);
@@ -270,8 +289,8 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dkv_kernel(const Attenti
     slot ^= 1;
   }
   ptx::cp_async_wait<0>();
-  T* dK = static_cast<T*>(a.dk) + b * a.sdk.b + hk * a.sdk.h;
-  T* dV = static_cast<T*>(a.dv) + b * a.sdv.b + hk * a.sdv.h;
+  T* dK = static_cast<T*>(a.dk) + b * a.sdk.b + seq.k0 * a.sdk.s + hk * a.sdk.h;
+  T* dV = static_cast<T*>(a.dv) + b * a.sdv.b + seq.k0 * a.sdv.s + hk * a.sdv.h;
 #pragma unroll
   for (int e2 = 0; e2 < 2; ++e2) {
     const int64_t j = e2 ? key1 : key0;
@@ -285,13 +304,13 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dkv_kernel(const Attenti
   }
 }
 
-// dq = scale * dq_acc, in dq's dtype and strides.
+// dq = scale * dq_acc, in dq's dtype and strides (thd: every packed row; rows outside every
+// sequence get 0).
 template <class T>
 __global__ void attn_v04_dq_convert(const AttentionArgs a, const float* dq_acc) {
-  const int64_t D = a.head_dim, n = a.batch * a.heads_q * a.seqlen_q * D;
+  const int64_t D = a.head_dim, S = a.row_seqlen(), n = a.row_batches() * a.heads_q * S * D;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t d = e % D, r = e / D, i = r % a.seqlen_q, h = (r / a.seqlen_q) % a.heads_q,
-                  b = r / (a.seqlen_q * a.heads_q);
+    const int64_t d = e % D, r = e / D, i = r % S, h = (r / S) % a.heads_q, b = r / (S * a.heads_q);
     attn::row_ptr(static_cast<T*>(a.out), a.sdq, b, i, h)[d] = from_f32<T>(a.scale * dq_acc[e]);
   }
 }
@@ -305,7 +324,7 @@ struct QSmem {
   static constexpr size_t kBytes = size_t(2 * kQ + 4 * kK) * 2;  // Q, dO; 2 slots of K and V
 };
 
-template <class T, int kD>
+template <class T, int kD, bool kVarlen>
 __global__ void __launch_bounds__(kThreads, 1) attn_v04_dq_kernel(const AttentionArgs a, const float* delta) {
   using S = QSmem<kD>;
   constexpr int kP = S::kP, kKS = kD / 16, kDT = kD / 8, kNT = kKeysQ / 8;
@@ -316,11 +335,15 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dq_kernel(const Attentio
   T* vs = ks + 2 * S::kK;   // 2 slots
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
   const int64_t b = blockIdx.z, h = blockIdx.y, G = a.heads_q / a.heads_kv, hk = h / G;
-  const int64_t Sq = a.seqlen_q, Sk = a.seqlen_k, m0 = int64_t(blockIdx.x) * kRowsQ;
-  const T* Q = static_cast<const T*>(a.q) + b * a.sq.b + h * a.sq.h;
-  const T* dO = static_cast<const T*>(a.dout) + b * a.sdo.b + h * a.sdo.h;
-  const T* K = static_cast<const T*>(a.k) + b * a.sk.b + hk * a.sk.h;
-  const T* V = static_cast<const T*>(a.v) + b * a.sv.b + hk * a.sv.h;
+  AttnSeq seq{0, 0, a.seqlen_q, a.seqlen_k};
+  if constexpr (kVarlen) seq = attn_seq(a, b);
+  const int64_t Sq = seq.sq, Sk = seq.sk, m0 = int64_t(blockIdx.x) * kRowsQ;
+  if constexpr (kVarlen)
+    if (m0 >= Sq) return;  // past this sequence's end
+  const T* Q = static_cast<const T*>(a.q) + b * a.sq.b + seq.q0 * a.sq.s + h * a.sq.h;
+  const T* dO = static_cast<const T*>(a.dout) + b * a.sdo.b + seq.q0 * a.sdo.s + h * a.sdo.h;
+  const T* K = static_cast<const T*>(a.k) + b * a.sk.b + seq.k0 * a.sk.s + hk * a.sk.h;
+  const T* V = static_cast<const T*>(a.v) + b * a.sv.b + seq.k0 * a.sv.s + hk * a.sv.h;
   const int64_t last_row = (m0 + kRowsQ < Sq ? m0 + kRowsQ : Sq) - 1;
   const KeyRange first = attn_key_range(m0, Sq, Sk, a.window_left, a.window_right);
   const KeyRange last = attn_key_range(last_row, Sq, Sk, a.window_left, a.window_right);
@@ -331,7 +354,9 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dq_kernel(const Attentio
   float lse[2], dl[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int64_t i = r ? r1 : r0, li = (b * a.heads_q + h) * Sq + i;
+    const int64_t i = r ? r1 : r0;
+    int64_t li = (b * a.heads_q + h) * Sq + i;
+    if constexpr (kVarlen) li = a.lse_index(b, h, seq.q0 + i);
     lse[r] = i < Sq ? a.lse_in[li] * kLog2e : 0.f;
     dl[r] = i < Sq ? delta[li] : 0.f;
   }
@@ -407,7 +432,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dq_kernel(const Attentio
     __syncthreads();
   }
   ptx::cp_async_wait<0>();
-  T* dQ = static_cast<T*>(a.out) + b * a.sdq.b + h * a.sdq.h;
+  T* dQ = static_cast<T*>(a.out) + b * a.sdq.b + seq.q0 * a.sdq.s + h * a.sdq.h;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t i = r ? r1 : r0;
@@ -424,9 +449,9 @@ void set_smem(Kernel k, size_t bytes) {
   HK_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-template <class T, int kD>
+template <class T, int kD, bool kVarlen>
 void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
-  const int64_t rows = a.batch * a.heads_q * a.seqlen_q;
+  const int64_t rows = a.row_batches() * a.heads_q * a.row_seqlen();
   StreamScratch delta(rows * int64_t(sizeof(float)), stream);
   StreamScratch dq_acc(a.deterministic ? 0 : rows * kD * int64_t(sizeof(float)), stream);
   attn_v04_delta_kernel<T><<<grid_for(ceil_div(rows, kWarps)), kThreads, 0, stream>>>(a, delta.as<float>());
@@ -436,12 +461,13 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   dim3 kv_grid(static_cast<unsigned>(ceil_div(a.seqlen_k, kKeysKV)), static_cast<unsigned>(a.heads_kv),
                static_cast<unsigned>(a.batch));
   constexpr size_t kv_smem = KvSmem<kD>::kBytes;
+  constexpr bool kV = kVarlen;
   if (a.deterministic) {
-    auto k = attn_v04_dkv_kernel<T, kD, false>;
+    auto k = attn_v04_dkv_kernel<T, kD, false, kV>;
     set_smem(k, kv_smem);
     k<<<kv_grid, kThreads, kv_smem, stream>>>(a, delta.as<float>(), nullptr);
     HK_CHECK_LAUNCH("attn_v04_dkv_kernel");
-    auto q = attn_v04_dq_kernel<T, kD>;
+    auto q = attn_v04_dq_kernel<T, kD, kV>;
     constexpr size_t q_smem = QSmem<kD>::kBytes;
     set_smem(q, q_smem);
     dim3 q_grid(static_cast<unsigned>(ceil_div(a.seqlen_q, kRowsQ)), static_cast<unsigned>(a.heads_q),
@@ -449,7 +475,7 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
     q<<<q_grid, kThreads, q_smem, stream>>>(a, delta.as<float>());
     HK_CHECK_LAUNCH("attn_v04_dq_kernel");
   } else {
-    auto k = attn_v04_dkv_kernel<T, kD, true>;
+    auto k = attn_v04_dkv_kernel<T, kD, true, kV>;
     set_smem(k, kv_smem);
     k<<<kv_grid, kThreads, kv_smem, stream>>>(a, delta.as<float>(), dq_acc.as<float>());
     HK_CHECK_LAUNCH("attn_v04_dkv_kernel");
@@ -461,11 +487,19 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
 void attention_v04_launch(const AttentionArgs& a, cudaStream_t stream) {
   attn::dispatch_16bit(a.dtype, "attention/v04_fa2_backward", [&](auto t) {
     using T = decltype(t);
+    if (a.cu_q) {
+      switch (a.head_dim) {
+        case 32: launch_typed<T, 32, true>(a, stream); return;
+        case 64: launch_typed<T, 64, true>(a, stream); return;
+        case 96: launch_typed<T, 96, true>(a, stream); return;
+        default: HK_THROW(kNotSupported, "attention/v04_fa2_backward: D = ", a.head_dim);
+      }
+    }
     switch (a.head_dim) {
-      case 32: launch_typed<T, 32>(a, stream); return;
-      case 64: launch_typed<T, 64>(a, stream); return;
-      case 96: launch_typed<T, 96>(a, stream); return;
-      case 128: launch_typed<T, 128>(a, stream); return;
+      case 32: launch_typed<T, 32, false>(a, stream); return;
+      case 64: launch_typed<T, 64, false>(a, stream); return;
+      case 96: launch_typed<T, 96, false>(a, stream); return;
+      case 128: launch_typed<T, 128, false>(a, stream); return;
       default: HK_THROW(kNotSupported, "attention/v04_fa2_backward: D = ", a.head_dim);
     }
   });
@@ -480,6 +514,9 @@ std::string attention_v04_supports(const AttentionProblem& p) {
   if (p.batch > 65535 || p.heads_q > 65535) return "B and Hq must be at most 65535 (grid z and y)";
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return "empty problem (an empty grid): the general rung";
   if (p.seqlen_q == 0 || p.seqlen_k == 0) return "empty sequences run on the general rung";
+  if (p.is_varlen() && d > 96)
+    return "thd (variable length) at D = 128 spills registers here (the sequence's lengths no longer sit in the "
+           "constant bank): the general rung";
   return "";
 }
 

@@ -9,8 +9,12 @@
 // as far as the warp schedulers happen to interleave them.
 // Adds over v04: TMA + mbarrier ring, wgmma from shared memory, P as a register operand, a
 // producer warpgroup beside two consumers.
+// Variable length (thd): the TMA maps span the packed [total, H, D] tensors; a CTA starts its
+// coordinates at its sequence's first packed row, masks keys past the sequence's end and stores
+// only the sequence's rows (the last tile's others belong to the next sequence).
 // Needs: sm_90a; bf16 or f16; D = 64 or 128; 16-byte aligned q, k, v with strides multiples of 8
-// elements; forward only (hopper_attention_supports says which rule a problem breaks).
+// elements; thd: total_k >= 1; forward only (hopper_attention_supports says which rule a problem
+// breaks).
 // Run:   hk bench attention --variant 'v0[356]*'
 #include "attention/hopper_attention.cuh"
 
@@ -20,13 +24,16 @@ namespace {
 struct V05 {
   static constexpr bool kIntraWgOverlap = false;  // S, softmax, PV strictly in turn
   static constexpr bool kPingpong = false;        // the consumer warpgroups issue when they like
+  static constexpr bool kThd = true;              // also built for variable length (thd)
 };
 
 void attention_v05_launch(const AttentionArgs& a, cudaStream_t stream) {
   attn_hopper::launch_hopper_attention<V05>(a, stream, "attention_v05 (hopper kernel, V05 policy)");
 }
 
-std::string attention_v05_supports(const AttentionProblem& p) { return attn_hopper::hopper_attention_supports(p, "v05"); }
+std::string attention_v05_supports(const AttentionProblem& p) {
+  return attn_hopper::hopper_attention_supports(p, "v05", V05::kThd);
+}
 
 }  // namespace
 
