@@ -258,12 +258,15 @@ TEST(W4A16Dispatch, RoutesAndHonestSupports) {
   using L = W4A16Layout;
   auto pick = [&](const hk::W4A16Problem& p) { return reg.choose(p).variant->name(); };
   EXPECT_EQ(pick(hk::W4A16Problem(1, 4096, 4096, 128, DType::kBF16, false)), "v02_decode_gemv");
-  EXPECT_EQ(pick(hk::W4A16Problem(16, 8192, 8192, 128, DType::kBF16, false, L::kTiled)), "v02_decode_gemv");
-  EXPECT_EQ(pick(hk::W4A16Problem(17, 4096, 4096, 128, DType::kF16, true)), "v03_mma_dequant");
+  EXPECT_EQ(pick(hk::W4A16Problem(4, 8192, 8192, 128, DType::kBF16, false, L::kTiled)), "v02_decode_gemv");
+  // past M = 4 the f32 FMAs cannot keep up with the weight stream: tensor cores
+  EXPECT_EQ(pick(hk::W4A16Problem(5, 4096, 4096, 128, DType::kF16, true)), "v03_mma_dequant");
+  EXPECT_EQ(pick(hk::W4A16Problem(16, 8192, 8192, 128, DType::kBF16, false)), "v03_mma_dequant");
   EXPECT_EQ(pick(hk::W4A16Problem(4096, 4096, 4096, 128, DType::kBF16, false, L::kTiled)), "v03_mma_dequant");
   // rows layout with K not a multiple of 32 (g = K = 200): cuBLAS after a dequantisation pass
   EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false)), "baseline_dequant_cublas");
   EXPECT_EQ(pick(hk::W4A16Problem(64, 64, 200, 200, DType::kBF16, false)), "baseline_dequant_cublas");
+  EXPECT_EQ(reg.variant("gemm_w4a16", "v02_decode_gemv")->supports(hk::W4A16Problem(16, 64, 256, 128, DType::kBF16, false)), "");
   // the tiled layout pads K to 128: the fused rungs take it
   EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false, L::kTiled)), "v02_decode_gemv");
   // x at a 2-byte phase (a view at an odd element offset)

@@ -1,20 +1,23 @@
 // gemm_w4a16/v02_decode_gemv.cu
 //
-// Rung 2: the decode kernel (M <= 16): a GEMV-shaped pass that reads each packed weight once,
+// Rung 2: the decode kernel (small M): a GEMV-shaped pass that reads each packed weight once,
 // with 16-byte loads, and never writes a dequantised matrix.
-// Adds over v01: a block owns 8 output columns (8 rows of W); its 8 warps stream those rows
-// with one 16-byte load per lane (32 weights), dequantise them in registers with the
-// magic-number trick (w4a16.cuh: one lop3, one subtract and one multiply per two weights, no
-// int->float conversion), and every lane multiplies them into up to 16 rows of x (16-byte
-// loads, L1/L2-resident: x is M K 2 bytes) in f32. Partial sums meet through warp shuffles
-// (and, for the tiled layout, shared memory). W is read as a stream at the width HBM wants, so
-// the kernel's time should be the weight bytes over the copy bandwidth (8 MB for 4096x4096:
-// about 2 us at 4.2 TB/s; not yet measured).
-//   rows layout:  warp w streams row 8b + w; lane l takes 16-byte chunks l, l + 32, ... (32
-//                 consecutive k each, one group since g is a multiple of 32 or K).
-//   tiled layout: the block streams n-tile b; warp w takes 128-wide k-tiles w, w + 8, ...,
-//                 each one coalesced 512-byte load per warp; lane 4r + t holds row r's words
-//                 for k = 128 kb + 32 c + 8 t (c = 0..3).
+// Adds over v01: the weights are streamed with one 16-byte evict-first load per lane (32
+// weights), dequantised in registers with the magic-number trick (w4a16.cuh: one lop3, one
+// subtract and one multiply per two weights, no int->float conversion) and multiplied into up to
+// 16 rows of x (16-byte loads, cache-resident: x is M K 2 bytes) in f32; partial sums meet
+// through warp shuffles and shared memory. W is read as a stream at the width HBM wants, so at
+// M = 1 the time should be the weight bytes over the copy bandwidth (8 MB for 4096x4096: about
+// 2 us at 4.2 TB/s; not yet measured). The f32 FMAs grow with M: 2 M flops per half byte of
+// weight keep pace with 4.2 TB/s only while 16.8 M TFLOP/s stays under the f32 FMA peak (about
+// 67 TFLOP/s on the H200), M <= 4; past that the tensor cores (v03) should win.
+//   rows layout:  a block streams 8 weight rows (4 when M > 4) together; thread i takes 16-byte
+//                 chunks i, i + 128, ... (32 consecutive k, one group since g is a multiple of
+//                 32 or K) of every row, and each x vector it loads serves all of those rows.
+//   tiled layout: a block streams one n-tile (8 rows); warp w takes 128-wide k-tiles w, w + 8,
+//                 ..., each one coalesced 512-byte load per warp; lane 4r + t holds row r's words
+//                 for k = 128 kb + 32 c + 8 t (c = 0..3), and the 8 lanes of one t load the same
+//                 x vector (one transaction serves 8 rows).
 // Needs: M <= 16; x's rows 16-byte aligned (16-byte x loads); rows layout: K a multiple of 32
 // and qweight 16-byte aligned (whole 16-byte chunks per row).
 // Run:   hk bench gemm_w4a16 --variant v02_decode_gemv --shape 1x4096x4096
@@ -24,8 +27,13 @@
 namespace hk {
 namespace {
 
-constexpr int kThreads = 256;  // 8 warps
-constexpr int kMaxRows = 16;   // M limit
+constexpr int kThreads = 256;      // tiled kernel: 8 warps
+constexpr int kRowThreads = 128;   // rows kernel: 4 warps
+constexpr int kMaxRows = 16;       // M limit
+
+// Weight rows a rows-kernel block streams together: every x load serves all of them.
+template <int kMaxM>
+constexpr int rows_per_block() { return kMaxM > 4 ? 4 : 8; }
 
 template <class T>
 __device__ __forceinline__ float2 pair_to_float2(uint32_t u) {
@@ -36,60 +44,111 @@ __device__ __forceinline__ float2 pair_to_float2(uint32_t u) {
   }
 }
 
-// acc[m] += sum_j x[m, k0 + j] * w_j over the eight weights of `word`, for m < rows.
-template <class T, int kMaxM>
-__device__ __forceinline__ void accumulate_word(uint32_t word, const w4a16::GroupParams<T>& gp, const T* x,
-                                                int64_t ld_x, int64_t k0, int rows, float (&acc)[kMaxM]) {
+// The eight weights of `word` (values 0..7 in k order) dequantised to T, then widened to f32.
+template <class T>
+__device__ __forceinline__ void dequant_to_float(uint32_t word, const w4a16::GroupParams<T>& gp, float (&w)[8]) {
   w4a16::T2<T> p[4];
   w4a16::dequant_word<T>(word, gp, p);
-  float w[8];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const float2 f = pair_to_float2<T>(w4a16::as_u32<T>(p[j]));
     w[j] = f.x, w[j + 4] = f.y;
   }
+}
+
+// x[m, k0 .. k0 + 7] as f32 (one 16-byte load).
+template <class T>
+__device__ __forceinline__ void load_x8(const T* x, int64_t ld_x, int m, int64_t k0, float (&xf)[8]) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + m * ld_x + k0));
+  const float2 a = pair_to_float2<T>(u.x), b = pair_to_float2<T>(u.y);
+  const float2 c = pair_to_float2<T>(u.z), d = pair_to_float2<T>(u.w);
+  xf[0] = a.x, xf[1] = a.y, xf[2] = b.x, xf[3] = b.y, xf[4] = c.x, xf[5] = c.y, xf[6] = d.x, xf[7] = d.y;
+}
+
+__device__ __forceinline__ float dot8(const float (&x)[8], const float (&w)[8], float acc) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) acc = fmaf(x[j], w[j], acc);
+  return acc;
+}
+
+// acc[m] += sum_j x[m, k0 + j] * w_j over the eight weights of `word`, for m < rows.
+template <class T, int kMaxM>
+__device__ __forceinline__ void accumulate_word(uint32_t word, const w4a16::GroupParams<T>& gp, const T* x,
+                                                int64_t ld_x, int64_t k0, int rows, float (&acc)[kMaxM]) {
+  float w[8];
+  dequant_to_float<T>(word, gp, w);
 #pragma unroll
   for (int m = 0; m < kMaxM; ++m) {
     if (m < rows) {
-      const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + m * ld_x + k0));
-      const float2 x01 = pair_to_float2<T>(u.x), x23 = pair_to_float2<T>(u.y);
-      const float2 x45 = pair_to_float2<T>(u.z), x67 = pair_to_float2<T>(u.w);
-      float s = acc[m];
-      s = fmaf(x01.x, w[0], s), s = fmaf(x01.y, w[1], s), s = fmaf(x23.x, w[2], s), s = fmaf(x23.y, w[3], s);
-      s = fmaf(x45.x, w[4], s), s = fmaf(x45.y, w[5], s), s = fmaf(x67.x, w[6], s), s = fmaf(x67.y, w[7], s);
-      acc[m] = s;
+      float xf[8];
+      load_x8<T>(x, ld_x, m, k0, xf);
+      acc[m] = dot8(xf, w, acc[m]);
     }
   }
 }
 
+// Rows layout: a block streams kR consecutive weight rows; thread i takes 16-byte chunk i,
+// i + 128, ... (32 consecutive k) of every one of them — kR loads in flight per chunk, each
+// coalesced across the warp (32 chunks of one row: 512 bytes) — and multiplies each x vector it
+// loads into all kR rows, so x's traffic through L1 is 1/kR of one x load per weight word.
 template <class T, int kMaxM>
-__global__ void __launch_bounds__(kThreads) gemm_w4a16_v02_rows_kernel(W4A16Args a) {
+__global__ void __launch_bounds__(kRowThreads) gemm_w4a16_v02_rows_kernel(W4A16Args a) {
+  constexpr int kR = rows_per_block<kMaxM>();
+  constexpr int kWarps = kRowThreads / 32;
+  __shared__ float partial[kWarps][kR][kMaxM];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t n = int64_t(blockIdx.x) * 8 + warp;
-  if (n >= a.n) return;
+  const int64_t n0 = int64_t(blockIdx.x) * kR;
   const T* x = static_cast<const T*>(a.x);
   const int rows = static_cast<int>(a.m);
-  const int64_t chunks = a.k / 32;  // 16-byte chunks per weight row
-  const uint4* wrow = reinterpret_cast<const uint4*>(a.qweight + n * (a.k / 8));
-  float acc[kMaxM];
+  const int64_t chunks = a.k / 32, words = a.k / 8;
+  float acc[kR][kMaxM];
 #pragma unroll
-  for (int m = 0; m < kMaxM; ++m) acc[m] = 0.f;
-#pragma unroll 4
-  for (int64_t c = lane; c < chunks; c += 32) {
-    const uint4 q = __ldcs(wrow + c);  // streamed once: evict-first
+  for (int r = 0; r < kR; ++r)
+#pragma unroll
+    for (int m = 0; m < kMaxM; ++m) acc[r][m] = 0.f;
+
+  for (int64_t c = threadIdx.x; c < chunks; c += kRowThreads) {
     const int64_t k0 = c * 32;
-    const w4a16::GroupParams<T> gp = w4a16::group_params<T>(a, n, k0 / a.group);
-    accumulate_word<T, kMaxM>(q.x, gp, x, a.ld_x, k0, rows, acc);
-    accumulate_word<T, kMaxM>(q.y, gp, x, a.ld_x, k0 + 8, rows, acc);
-    accumulate_word<T, kMaxM>(q.z, gp, x, a.ld_x, k0 + 16, rows, acc);
-    accumulate_word<T, kMaxM>(q.w, gp, x, a.ld_x, k0 + 24, rows, acc);
+    uint4 q[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r)  // rows past N (the last block): row N - 1 again, never stored
+      q[r] = __ldcs(reinterpret_cast<const uint4*>(a.qweight + (n0 + r < a.n ? n0 + r : a.n - 1) * words) + c);
+    w4a16::GroupParams<T> gp[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) gp[r] = w4a16::group_params<T>(a, n0 + r < a.n ? n0 + r : a.n - 1, k0 / a.group);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float w[kR][8];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) dequant_to_float<T>(i == 0 ? q[r].x : i == 1 ? q[r].y : i == 2 ? q[r].z : q[r].w, gp[r], w[r]);
+#pragma unroll
+      for (int m = 0; m < kMaxM; ++m) {
+        if (m < rows) {
+          float xf[8];
+          load_x8<T>(x, a.ld_x, m, k0 + 8 * i, xf);
+#pragma unroll
+          for (int r = 0; r < kR; ++r) acc[r][m] = dot8(xf, w[r], acc[r][m]);
+        }
+      }
+    }
   }
 #pragma unroll
-  for (int m = 0; m < kMaxM; ++m) {
-    float s = acc[m];
+  for (int r = 0; r < kR; ++r)
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xFFFFFFFFu, s, off);
-    if (m < rows && lane == m % 32) static_cast<T*>(a.y)[m * a.ld_y + n] = static_cast<T>(s);
+    for (int m = 0; m < kMaxM; ++m) {
+      float v = acc[r][m];
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+      if (lane == 0) partial[warp][r][m] = v;
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kR * kMaxM; i += kRowThreads) {
+    const int r = i / kMaxM, m = i % kMaxM;
+    if (m >= rows || n0 + r >= a.n) continue;
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) v += partial[w][r][m];
+    static_cast<T*>(a.y)[m * a.ld_y + n0 + r] = static_cast<T>(v);
   }
 }
 
@@ -138,12 +197,12 @@ __global__ void __launch_bounds__(kThreads) gemm_w4a16_v02_tiled_kernel(W4A16Arg
 
 template <class T, int kMaxM>
 void launch_m(const W4A16Args& a, cudaStream_t stream) {
-  const int64_t blocks = ceil_div(a.n, 8);
   if (a.layout == W4A16Layout::kTiled) {
-    gemm_w4a16_v02_tiled_kernel<T, kMaxM><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+    gemm_w4a16_v02_tiled_kernel<T, kMaxM><<<static_cast<unsigned>(ceil_div(a.n, 8)), kThreads, 0, stream>>>(a);
     HK_CHECK_LAUNCH("gemm_w4a16_v02_tiled_kernel");
   } else {
-    gemm_w4a16_v02_rows_kernel<T, kMaxM><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+    const int64_t blocks = ceil_div(a.n, rows_per_block<kMaxM>());
+    gemm_w4a16_v02_rows_kernel<T, kMaxM><<<static_cast<unsigned>(blocks), kRowThreads, 0, stream>>>(a);
     HK_CHECK_LAUNCH("gemm_w4a16_v02_rows_kernel");
   }
 }
@@ -163,7 +222,7 @@ std::string gemm_w4a16_v02_supports(const W4A16Problem& p) {
     return detail::cat("x's rows must be 16-byte aligned (16-byte loads), got ", p.x_row_align(), "-byte alignment");
   if (!p.tiled() && (p.k % 32 != 0 || p.align_bytes < 16))
     return detail::cat("the rows layout is read in 16-byte chunks: K must be a multiple of 32 and qweight 16-byte aligned, got K=", p.k, " and ", p.align_bytes, "-byte alignment");
-  if (ceil_div(p.n, 8) > 0x7FFFFFFF) return "grid.x (N / 8) is limited to 2^31 - 1";
+  if (ceil_div(p.n, 4) > 0x7FFFFFFF) return "grid.x (N / 4) is limited to 2^31 - 1";
   return "";
 }
 

@@ -1,8 +1,9 @@
 // gemm_w4a16/v03_mma_dequant.cu
 //
-// Rung 3: tensor cores for M > 16: mma.sync m16n8k16 (bf16/f16 in, f32 accumulate) with W
+// Rung 3: tensor cores for M > 4: mma.sync m16n8k16 (bf16/f16 in, f32 accumulate) with W
 // dequantised in registers straight into the B fragment, x and the packed W fed through a
-// 4-stage cp.async ring.
+// cp.async ring (4 stages of 128 x 128 tiles; 8 stages of 16 x 64 tiles for M <= 64, where the
+// weights stream as in decode and bytes in flight set the rate).
 // Adds over v02: the multiply moves from CUDA-core FMAs to the tensor cores, and each weight
 // tile read from memory serves a whole block of rows of x (16 or 128) instead of one.
 //
@@ -50,7 +51,7 @@ struct Config {
 };
 
 using Large = Config<2, 4, 4, 4, 4>;  // 128 x 128, 256 threads, 200 KB
-using Small = Config<1, 4, 1, 2, 4>;  // 16 x 64, 128 threads, 40 KB
+using Small = Config<1, 4, 1, 2, 8>;  // 16 x 64, 128 threads, 80 KB: 7 k-tiles in flight (decode: N / 64 blocks)
 static_assert(Large::smem<false>() <= 227 * 1024, "fits the opt-in shared memory of an SM");
 
 template <class T, bool kTiled, class C>
@@ -217,7 +218,7 @@ std::string gemm_w4a16_v03_supports(const W4A16Problem& p) {
 }  // namespace
 
 HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "v03_mma_dequant",
-                    "mma.sync m16n8k16 with W dequantised into the B fragment in registers, cp.async 4-stage ring",
+                    "mma.sync m16n8k16 with W dequantised into the B fragment in registers, cp.async ring",
                     80, kFlagProduction, gemm_w4a16_v03_supports, gemm_w4a16_v03_launch);
 
 }  // namespace hk
