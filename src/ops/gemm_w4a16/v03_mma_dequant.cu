@@ -106,6 +106,8 @@ __global__ void __launch_bounds__(C::kThreads) gemm_w4a16_v03_kernel(W4A16Args a
     ptx::cp_async_commit();
   }
 
+  const bool tile_in_one_group = a.group % 128 == 0 || a.groups == 1;
+  w4a16::GroupParams<T> gp[kTN];  // (zero, scale) of each n8 tile's column, for the current chunk
   for (int64_t kb = 0; kb < ktiles; ++kb) {
     ptx::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile kb visible to all; every warp is done with tile kb - 1's slot
@@ -146,14 +148,21 @@ __global__ void __launch_bounds__(C::kThreads) gemm_w4a16_v03_kernel(W4A16Args a
         af[i][1][2] = __byte_perm(u0.y, u0.w, 0x7632), af[i][1][3] = __byte_perm(u1.y, u1.w, 0x7632);
       }
       // One group per 32-wide chunk (g is a multiple of 32, or K); chunks past K (zero x) clamp.
-      const int64_t kc = kb * 128 + c * 32;
-      const int64_t g = kc / a.group < a.groups ? kc / a.group : a.groups - 1;
+      // When no k-tile straddles two groups (g a multiple of 128, or one group per row), the
+      // scales and zero points are read once per k-tile instead of once per chunk.
+      if (c == 0 || !tile_in_one_group) {
+        const int64_t kc = kb * 128 + c * 32;
+        const int64_t g = kc / a.group < a.groups ? kc / a.group : a.groups - 1;
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) {
+          const int64_t n = n0 + (wn * kTN + j) * 8 + r;
+          gp[j] = w4a16::group_params<T>(a, n < a.n ? n : a.n - 1, g);
+        }
+      }
 #pragma unroll
       for (int j = 0; j < kTN; ++j) {
-        const int64_t n = n0 + (wn * kTN + j) * 8 + r;
-        const w4a16::GroupParams<T> gp = w4a16::group_params<T>(a, n < a.n ? n : a.n - 1, g);
         w4a16::T2<T> p[4];
-        w4a16::dequant_word<T>(bw[j][c], gp, p);
+        w4a16::dequant_word<T>(bw[j][c], gp[j], p);
         const uint32_t b0[2] = {w4a16::as_u32<T>(p[0]), w4a16::as_u32<T>(p[1])};
         const uint32_t b1[2] = {w4a16::as_u32<T>(p[2]), w4a16::as_u32<T>(p[3])};
 #pragma unroll
