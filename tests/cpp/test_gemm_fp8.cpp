@@ -243,8 +243,12 @@ TEST(GemmFp8, DispatchChoosesProductionRungs) {
   auto& reg = hk::Registry::get();
   hk::GemmFp8Problem tensor(4096, 4096, 4096, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kTensor);
   EXPECT_EQ(reg.pick(tensor).name(), "v02_wgmma_tensor_row");
-  hk::GemmFp8Problem block(64, 2112, 7168, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock);
+  hk::GemmFp8Problem block(4096, 7168, 16384, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock);
   EXPECT_EQ(reg.pick(block).name(), "v03_wgmma_block_scaled");
+  hk::GemmFp8Problem decode(64, 2112, 7168, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock);
+  EXPECT_EQ(reg.pick(decode).name(), "v05_split_k");  // 17 tiles over 56 k-blocks
+  hk::GemmFp8Problem short_k(64, 2112, 1024, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kTensor);
+  EXPECT_EQ(reg.pick(short_k).name(), "v02_wgmma_tensor_row");  // 8 k-blocks: not worth a split
   hk::GemmFp8Problem odd_k(17, 17, 1001, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kRow);
   EXPECT_EQ(reg.pick(odd_k).name(), "v04_aligned_pack");
   hk::GemmFp8Problem kn(128, 256, 512, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock, true);

@@ -9,6 +9,11 @@ namespace {
 
 std::vector<Route> gemm_fp8_dispatch(const GemmFp8Problem& p) {
   std::vector<Route> routes;
+  // Few 128 x 128 tiles over a long K (decode-like: 64 x 2112 x 7168 is 17 tiles for 132 SMs):
+  // K split over the CTAs, partial sums added in f32.
+  if (gemm_fp8_prefers_split_k(p.m, p.n, p.k))
+    routes.push_back({"v05_split_k", "at most 32 output tiles over 16+ k-blocks: K split over the CTAs so that "
+                                     "more than a quarter of the SMs stream A and B"});
   // Operands TMA reads as given (K-major, 16-byte rows and bases): FP8 wgmma with f32 promotion
   // per 128-deep k-block, the scales where the scaling mode puts them.
   if (p.scaling == Fp8Scaling::kBlock)
@@ -18,7 +23,7 @@ std::vector<Route> gemm_fp8_dispatch(const GemmFp8Problem& p) {
     routes.push_back({"v02_wgmma_tensor_row", "K-major 16-byte rows, per-tensor / row-wise scales: FP8 wgmma, "
                                               "scales in the epilogue"});
   // Everything else (K % 16 != 0, padded or unaligned rows, a [K, N] weight): one K-major copy of
-  // the offending operand, then the route above.
+  // the offending operand, then the routes above.
   routes.push_back({"v04_aligned_pack", "operands TMA cannot read K-major as given: copied once into 16-byte rows, "
                                         "then the wgmma kernel"});
   return routes;

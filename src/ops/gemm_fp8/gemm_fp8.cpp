@@ -252,6 +252,11 @@ std::string gemm_fp8_tma_supports(const GemmFp8Problem& p) {
   return "";
 }
 
+bool gemm_fp8_prefers_split_k(int64_t m, int64_t n, int64_t k) {
+  const int64_t tiles = ((m + 127) / 128) * ((n + 127) / 128);
+  return tiles <= 32 && (k + kFp8ScaleBlock - 1) / kFp8ScaleBlock >= 16;
+}
+
 namespace {
 
 // --- validation shared by hk::gemm_fp8 and make_problem: typed errors naming operand and values
@@ -348,6 +353,9 @@ class GemmFp8Family final : public Family {
     }
     add(72, 200, 272, e4, e4, bf, B, true, true, false, 16);  // padded rows (TMA-friendly)
     add(72, 200, 264, e4, e4, f32, R, true, false, false, 3);  // padded rows (TMA-hostile)
+    // Few tiles over a long K (v05 splits K 4 ways; a 48-deep K tail): exact partial sums.
+    add(64, 264, 2096, e4, e4, bf, B, true, true);
+    add(130, 136, 2096, e5, e4, f32, T, true);
     // Random N(0, 1) data: K-aware tolerance (FP8 wgmma's accumulation), long K.
     add(1000, 1000, 1024, e4, e4, bf, T, false);
     add(1000, 1040, 1152, e4, e4, bf, B, false, true);

@@ -95,9 +95,15 @@ double fp8_max_finite(DType dtype);
 // "gemm_fp8: A's row stride must be a multiple of 16 bytes for TMA, got K=1001".
 std::string gemm_fp8_tma_supports(const GemmFp8Problem& p);
 
-// The wgmma rungs' launchers (gemm_fp8/v02_wgmma_tensor_row.cu, v03_wgmma_block_scaled.cu): the
-// packing rung runs them on its K-major copies.
+// Whether an M x N x K problem has so few 128 x 128 output tiles over so long a K that splitting
+// K over the CTAs (v05_split_k) should serve it: at most 32 tiles (a quarter of the H200's SMs)
+// and 16 or more 128-deep k-blocks. The dispatch and the packing rung both ask.
+bool gemm_fp8_prefers_split_k(int64_t m, int64_t n, int64_t k);
+
+// The wgmma rungs' launchers (gemm_fp8/v02_wgmma_tensor_row.cu, v03_wgmma_block_scaled.cu,
+// v05_split_k.cu): the packing rung runs them on its K-major copies.
 void gemm_fp8_v02_launch(const GemmFp8Args& g, cudaStream_t stream);
 void gemm_fp8_v03_launch(const GemmFp8Args& g, cudaStream_t stream);
+void gemm_fp8_v05_launch(const GemmFp8Args& g, cudaStream_t stream);
 
 }  // namespace hk

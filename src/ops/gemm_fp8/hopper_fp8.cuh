@@ -150,11 +150,38 @@ __device__ __forceinline__ void store_tile(const GemmFp8Args& g, float (&acc)[kB
   }
 }
 
+// Split-K (v05): each tile's k-blocks are dealt out in `splits` even ranges, one work unit each;
+// a unit adds its promoted f32 sums into `partials` ([M, N], zeroed before the launch) with
+// red.global.add, and a second kernel applies the per-tensor / row-wise scales and bias.
+struct SplitK {
+  float* partials = nullptr;
+  int splits = 1;
+};
+
+// One unit's 64 x 128 f32 sums added into the [M, N] partials (rows and columns inside only).
+__device__ __forceinline__ void add_tile(const GemmFp8Args& g, const float (&acc)[kBlockN / 2], float* partials,
+                                         int64_t m_tile, int64_t n0, int t) {
+  const int w = t / 32, l = t % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = m_tile + w * 16 + l / 4 + 8 * h;
+    if (row >= g.m) continue;
+    float* p = partials + row * g.n;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      const int64_t col = n0 + 8 * j + (l % 4) * 2;
+      if (col < g.n) atomicAdd(p + col, acc[4 * j + 2 * h]);
+      if (col + 1 < g.n) atomicAdd(p + col + 1, acc[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
 // TA, TB: __nv_fp8_e4m3 or __nv_fp8_e5m2. kBlockScaled: block-wise scales applied at promotion
-// (else per-tensor / row-wise scales in the epilogue). CTA c computes tiles c, c + G, c + 2G, ...
-// of the grouped order (G = gridDim.x).
-template <class TA, class TB, bool kBlockScaled>
-__device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b, const GemmFp8Args& g) {
+// (else per-tensor / row-wise scales in the epilogue). CTA c computes units c, c + G, c + 2G, ...
+// (G = gridDim.x): tiles in the grouped order, each whole or (kSplitK) in sk.splits k-ranges.
+template <class TA, class TB, bool kBlockScaled, bool kSplitK = false>
+__device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b, const GemmFp8Args& g,
+                                               const SplitK& sk = {}) {
   extern __shared__ uint8_t hk_gemm_fp8_smem[];
   // NOTE: 128B-swizzled atoms must start 1024-byte aligned (descriptor base offset 0).
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(hk_gemm_fp8_smem));
@@ -167,8 +194,15 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   const auto sched = sched::TileScheduler::make((g.m + kBlockM - 1) / kBlockM, (g.n + kBlockN - 1) / kBlockN, 1, 1,
                                                 kGroup);
-  const int64_t units = sched.units();
   const int k_blocks = static_cast<int>((g.k + kBlockK - 1) / kBlockK);
+  const int splits = kSplitK ? sk.splits : 1;
+  const int64_t units = sched.units() * splits;
+  // Unit u: tile u / splits of the grouped order, k-blocks [kb0, kb1) of its split u % splits.
+  auto unit = [&](int64_t u, int& kb0, int& kb1) {
+    const int sp = static_cast<int>(u % splits);
+    kb0 = static_cast<int>(int64_t(sp) * k_blocks / splits), kb1 = static_cast<int>(int64_t(sp + 1) * k_blocks / splits);
+    return sched.tile(u / splits, 0);
+  };
 
   if (threadIdx.x == 0) {
     ring.init(kConsumers * 4);  // empty[]: one release per consumer warp
@@ -183,9 +217,10 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
     if (t == 0) {
       RingPos it;
       for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
-        const sched::TileCoord tc = sched.tile(u, 0);
+        int kb0, kb1;
+        const sched::TileCoord tc = unit(u, kb0, kb1);
         const int32_t m0 = static_cast<int32_t>(tc.m_block * kBlockM), n0 = static_cast<int32_t>(tc.n_block * kBlockN);
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it.stage();
           ring.producer_acquire(it);
           ring.producer_expect_tx(it, kStageBytes);  // whole boxes: out-of-bounds bytes are zero-filled, still counted
@@ -204,7 +239,8 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
     float blk[kBlockN / 2];  // (64, 128) one k-block's wgmma accumulators
     RingPos it;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
-      const sched::TileCoord tc = sched.tile(u, 0);
+      int kb0, kb1;
+      const sched::TileCoord tc = unit(u, kb0, kb1);
       const int64_t m_tile = tc.m_block * kBlockM + cw * 64;
 #pragma unroll
       for (int i = 0; i < kBlockN / 2; ++i) acc[i] = 0.0f;
@@ -214,7 +250,7 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
       const float* sa_r0 = g.sa + (r0 < g.m ? r0 : 0) * g.sa_s0;
       const float* sa_r1 = g.sa + (r1 < g.m ? r1 : 0) * g.sa_s0;
       const float* sb_n = g.sb + tc.n_block * g.sb_s0;
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it.stage();
         ring.consumer_wait(it);
         const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa_tiles + s * kTileBytes)) + cw * 8192;
@@ -241,7 +277,8 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
         }
       }
       const int64_t n0 = tc.n_block * kBlockN;
-      if (g.out_dtype == DType::kF32) store_tile<float, kBlockScaled>(g, acc, m_tile, n0, t);
+      if constexpr (kSplitK) add_tile(g, acc, sk.partials, m_tile, n0, t);
+      else if (g.out_dtype == DType::kF32) store_tile<float, kBlockScaled>(g, acc, m_tile, n0, t);
       else if (g.out_dtype == DType::kF16) store_tile<__half, kBlockScaled>(g, acc, m_tile, n0, t);
       else store_tile<__nv_bfloat16, kBlockScaled>(g, acc, m_tile, n0, t);
     }
@@ -259,10 +296,11 @@ inline CUtensorMap fp8_matrix_map(const void* base, int64_t rows, int64_t k, int
   return ptx::make_tensor_map_3d(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-using WgmmaFp8Kernel = void (*)(CUtensorMap, CUtensorMap, GemmFp8Args);
-
-// A persistent grid: one CTA per SM (197 KB of shared memory each), at most one per tile.
-inline void launch_wgmma_fp8(WgmmaFp8Kernel kernel, const GemmFp8Args& g, const char* name, cudaStream_t stream) {
+// A persistent grid: one CTA per SM (197 KB of shared memory each), at most one per work unit
+// (a tile, or with split-K a tile's k-range: `splits` per tile).
+template <class... Extra>
+void launch_wgmma_fp8(void (*kernel)(CUtensorMap, CUtensorMap, GemmFp8Args, Extra...), const GemmFp8Args& g,
+                      const char* name, cudaStream_t stream, int splits = 1, Extra... extra) {
   {
     static std::mutex mu;
     static std::set<const void*> opted_in;  // the shared-memory opt-in, once per kernel
@@ -272,9 +310,9 @@ inline void launch_wgmma_fp8(WgmmaFp8Kernel kernel, const GemmFp8Args& g, const 
   }
   const CUtensorMap ma = fp8_matrix_map(g.a, g.m, g.k, g.a_s0);
   const CUtensorMap mb = fp8_matrix_map(g.b, g.n, g.k, g.b_s0);
-  const int64_t tiles = ceil_div(g.m, kBlockM) * ceil_div(g.n, kBlockN);
-  const int grid = static_cast<int>(std::min<int64_t>(tiles, device_info().sm_count));
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(ma, mb, g);
+  const int64_t units = ceil_div(g.m, kBlockM) * ceil_div(g.n, kBlockN) * splits;
+  const int grid = static_cast<int>(std::min<int64_t>(units, device_info().sm_count));
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(ma, mb, g, extra...);
   HK_CHECK_LAUNCH(name);
 }
 
