@@ -99,10 +99,10 @@ def test_family_registered():
     assert "gemm_fp8" in hk.families()
     rungs = {v.name: v for v in hk.variants("gemm_fp8")}
     assert {"v01_dequant_naive", "baseline_cublaslt", "v02_wgmma_tensor_row", "v03_wgmma_block_scaled",
-            "v04_aligned_pack"} <= set(rungs)
+            "v04_aligned_pack", "v05_split_k"} <= set(rungs)
     assert "reference" in rungs["v01_dequant_naive"].flags
     assert "baseline" in rungs["baseline_cublaslt"].flags
-    for name in ("v02_wgmma_tensor_row", "v03_wgmma_block_scaled", "v04_aligned_pack"):
+    for name in ("v02_wgmma_tensor_row", "v03_wgmma_block_scaled", "v04_aligned_pack", "v05_split_k"):
         assert "production" in rungs[name].flags
 
 
