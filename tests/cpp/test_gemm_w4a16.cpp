@@ -264,21 +264,21 @@ TEST(W4A16Dispatch, RoutesAndHonestSupports) {
   EXPECT_EQ(pick(hk::W4A16Problem(16, 8192, 8192, 128, DType::kBF16, false)), "v03_mma_dequant");
   EXPECT_EQ(pick(hk::W4A16Problem(4096, 4096, 4096, 128, DType::kBF16, false, L::kTiled)), "v03_mma_dequant");
   // rows layout with K not a multiple of 32 (g = K = 200): cuBLAS after a dequantisation pass
-  EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false)), "baseline_dequant_cublas");
-  EXPECT_EQ(pick(hk::W4A16Problem(64, 64, 200, 200, DType::kBF16, false)), "baseline_dequant_cublas");
+  EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false)), "baseline_cublas_dequant");
+  EXPECT_EQ(pick(hk::W4A16Problem(64, 64, 200, 200, DType::kBF16, false)), "baseline_cublas_dequant");
   EXPECT_EQ(reg.variant("gemm_w4a16", "v02_decode_gemv")->supports(hk::W4A16Problem(16, 64, 256, 128, DType::kBF16, false)), "");
   // the tiled layout pads K to 128: the fused rungs take it
   EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false, L::kTiled)), "v02_decode_gemv");
   // x at a 2-byte phase (a view at an odd element offset)
   hk::W4A16Problem odd(1, 4096, 4096, 128, DType::kBF16, false);
   odd.align_bytes = 2;
-  EXPECT_EQ(pick(odd), "baseline_dequant_cublas");
+  EXPECT_EQ(pick(odd), "baseline_cublas_dequant");
   hk::W4A16Problem odd_ld(64, 256, 256, 128, DType::kBF16, false, L::kRows, 3);
-  EXPECT_EQ(pick(odd_ld), "baseline_dequant_cublas");
+  EXPECT_EQ(pick(odd_ld), "baseline_cublas_dequant");
   EXPECT_NE(reg.variant("gemm_w4a16", "v02_decode_gemv")->supports(hk::W4A16Problem(17, 64, 256, 128, DType::kBF16, false)), "");
   EXPECT_FALSE(reg.variant("gemm_w4a16", "v01_naive")->is(hk::kFlagProduction));
   EXPECT_TRUE(reg.variant("gemm_w4a16", "v01_naive")->is(hk::kFlagReference));
-  EXPECT_TRUE(reg.variant("gemm_w4a16", "baseline_dequant_cublas")->is(hk::kFlagBaseline));
+  EXPECT_TRUE(reg.variant("gemm_w4a16", "baseline_cublas_dequant")->is(hk::kFlagBaseline));
 }
 
 TEST(W4A16Dispatch, EveryTestAndBenchProblemGetsAProductionRung) { hktest::expect_production_choice("gemm_w4a16"); }

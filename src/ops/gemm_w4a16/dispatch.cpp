@@ -4,7 +4,7 @@
 //   problem                                        rung                       why
 //   M <= 4, 16-byte aligned (rows: K % 32 == 0)    v02_decode_gemv            reads W once at full width (not yet measured)
 //   M > 4, 16-byte aligned (rows: K % 32 == 0)     v03_mma_dequant            tensor cores, W dequantised in registers (not yet measured)
-//   anything else                                  baseline_dequant_cublas    any alignment and K: dequantise, then cuBLAS
+//   anything else                                  baseline_cublas_dequant    any alignment and K: dequantise, then cuBLAS
 //
 // The M <= 4 boundary is arithmetic, not yet measured: v02 spends 2 M f32 flops per weight, half
 // a byte, so at the H200's copy bandwidth (4.2 TB/s) it needs 16.8 M TFLOP/s of FMAs, which the
@@ -20,7 +20,7 @@ std::vector<Route> gemm_w4a16_dispatch(const W4A16Problem& p) {
                                         "registers; f32 FMAs keep up with HBM to M = 4 (not yet measured)"};
   const Route mma{"v03_mma_dequant", "tensor cores with W dequantised into the B fragment, cp.async ring (not yet "
                                      "measured)"};
-  const Route cublas{"baseline_dequant_cublas", "any alignment and K: W dequantised into scratch, then cuBLAS (not "
+  const Route cublas{"baseline_cublas_dequant", "any alignment and K: W dequantised into scratch, then cuBLAS (not "
                                                 "yet measured)"};
   if (p.m <= 4) return {decode, mma, cublas};
   return {mma, cublas};

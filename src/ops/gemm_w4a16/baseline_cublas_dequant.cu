@@ -1,14 +1,13 @@
-// gemm_w4a16/baseline_dequant_cublas.cu
+// gemm_w4a16/baseline_cublas_dequant.cu
 //
 // Baseline: what a user does without a fused kernel — dequantise W into a dense [N, K] matrix
 // of x's dtype (scratch), then one cuBLAS GEMM, y = x Wd^T. The dequantisation kernel gives the
 // same weights as the fused rungs, bit for bit (w4a16.cuh); cuBLAS accumulates in f32
-// (CUBLAS_COMPUTE_32F). It moves W three times more than the fused rungs (the packed read plus
-// a 16-bit write and re-read: 4.5 bytes per weight against 0.5), which at decode shapes is
-// nearly all the traffic.
+// (CUBLAS_COMPUTE_32F). Each weight costs 4.5 bytes of traffic (the packed read, a 16-bit write
+// and its re-read) against the fused rungs' 0.5, which at decode shapes is nearly all the time.
 // Needs: M, N, K and the row strides below 2^31 (cuBLAS takes int dimensions); any alignment,
 // either layout.
-// Run:   hk bench gemm_w4a16 --variant baseline_dequant_cublas --shape 4096x4096x4096
+// Run:   hk bench gemm_w4a16 --variant baseline_cublas_dequant --shape 4096x4096x4096
 #include <cublas_v2.h>
 
 #include "common/launch.cuh"
@@ -43,13 +42,13 @@ __global__ void gemm_w4a16_baseline_dequant_kernel(W4A16Args a, T* __restrict__ 
 
 void check(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS)
-    HK_THROW(kCuda, "gemm_w4a16/baseline_dequant_cublas: ", what, " failed with status ", int(st));
+    HK_THROW(kCuda, "gemm_w4a16/baseline_cublas_dequant: ", what, " failed with status ", int(st));
 }
 
 void gemm_w4a16_baseline_launch(const W4A16Args& a, cudaStream_t stream) {
-  w4a16::dispatch_dtype(a.dtype, "gemm_w4a16/baseline_dequant_cublas", [&](auto t) {
+  w4a16::dispatch_dtype(a.dtype, "gemm_w4a16/baseline_cublas_dequant", [&](auto t) {
     using T = decltype(t);
-    detail::StreamWorkspace ws(stream, "gemm_w4a16/baseline_dequant_cublas", size_t(a.n * a.k) * sizeof(T));
+    detail::StreamWorkspace ws(stream, "gemm_w4a16/baseline_cublas_dequant", size_t(a.n * a.k) * sizeof(T));
     T* wd = static_cast<T*>(ws.get());
     const int threads = 256;
     gemm_w4a16_baseline_dequant_kernel<T><<<grid_for(ceil_div(a.n * (a.k / 8), threads)), threads, 0, stream>>>(a, wd);
@@ -74,7 +73,7 @@ std::string gemm_w4a16_baseline_supports(const W4A16Problem& p) {
 
 }  // namespace
 
-HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "baseline_dequant_cublas",
+HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "baseline_cublas_dequant",
                     "dequantise W to x's dtype in scratch, then cuBLAS GemmEx (f32 compute)", 80,
                     kFlagBaseline | kFlagProduction, gemm_w4a16_baseline_supports, gemm_w4a16_baseline_launch);
 
