@@ -13,8 +13,8 @@ namespace hk {
 namespace {
 
 std::vector<Route> conv2d_dispatch(const Conv2dProblem&) {
-  return {{"v02_depthwise_nhwc", "depthwise NHWC forward: channel-vectorised stencil, weights in shared memory (not yet "
-                                 "measured; cuDNN's depthwise kernels are memory-inefficient)"},
+  return {{"v02_depthwise_nhwc", "depthwise NHWC forward: channel-vectorised stencil on CUDA cores, weights in shared "
+                                 "memory (not yet measured)"},
           {"baseline_cudnn", "cuDNN, the heuristics' first algorithm: implicit GEMM on tensor cores for dense layers"},
           {"v01_direct", "any parameters: asymmetric padding ('same' with an even kernel) and builds without cuDNN"}};
 }
