@@ -41,7 +41,7 @@ def _models(cfg: argparse.Namespace, which: str):
     from . import reference_model as ref
 
     torch.manual_seed(0)
-    common = dict(head_dim=None, rotary_dim=None, rope_theta=cfg.theta, device="cuda", dtype=torch.bfloat16)
+    common = dict(head_dim=None, rotary_dim=None, rope_theta=cfg.theta, device=cfg.device, dtype=torch.bfloat16)
     if which == "block":
         ours = hk.nn.TransformerBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
         theirs = ref.ReferenceBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
@@ -57,12 +57,12 @@ def _models(cfg: argparse.Namespace, which: str):
 
 
 def _inputs(cfg: argparse.Namespace, which: str) -> dict:
-    g = torch.Generator(device="cuda").manual_seed(1)
+    g = torch.Generator(device=cfg.device).manual_seed(1)
     if which == "block":
-        x = torch.randn(cfg.batch, cfg.seq, cfg.dim, device="cuda", dtype=torch.bfloat16, generator=g)
+        x = torch.randn(cfg.batch, cfg.seq, cfg.dim, device=cfg.device, dtype=torch.bfloat16, generator=g)
         return {"x": x, "dy": torch.randn_like(x)}
-    tokens = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), device="cuda", generator=g)
-    targets = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), device="cuda", generator=g)
+    tokens = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), device=cfg.device, generator=g)
+    targets = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), device=cfg.device, generator=g)
     return {"tokens": tokens, "targets": targets}
 
 
@@ -98,14 +98,23 @@ def _steps(model: Any, which: str, inp: dict) -> tuple[Callable, Callable]:
 
 
 def _agreement(ours: Any, theirs: Any, which: str, inp: dict) -> dict:
-    """Max |difference| of the outputs relative to the reference's RMS (bf16 runs: ~1e-2 expected)."""
+    """How far hopperkit's output is from the reference's: ||a - b|| / ||b|| over the whole
+    output (the block: over its update, the output less the input it adds to), and the largest
+    |a - b|. Two bf16 pipelines differ by rounding: ~1e-2 expected, 5e-2 is a failure."""
     with torch.no_grad():
-        a = ours(inp["x"]) if which == "block" else ours(inp["tokens"])
-        b = theirs(inp["x"]) if which == "block" else theirs(inp["tokens"])
-    err = (a.float() - b.float()).abs().max().item()
-    rms = b.float().square().mean().sqrt().item()
-    rel = err / rms if rms > 0 else float("inf")
-    return {"max_abs_err": err, "ref_rms": rms, "rel_err": rel, "status": "ok" if rel < 0.1 else f"FAIL: rel {rel:.3g}"}
+        if which == "block":
+            x = inp["x"]
+            a, b = (ours(x) - x).float(), (theirs(x) - x).float()
+        else:
+            a, b = ours(inp["tokens"]).float(), theirs(inp["tokens"]).float()
+    rel = ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+    err = (a - b).abs().max().item()
+    return {"rel_err": rel, "max_abs_err": err, "status": "ok" if rel < 5e-2 else f"FAIL: rel err {rel:.3g}"}
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def _kernel_table(prof: Any, top: int) -> list[dict]:
@@ -129,10 +138,12 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
 
     fwd, _ = _steps(model, which, inp)
     out = {}
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    # Device kernels only; a CPU-only run (the tests) records host ops, and its tables are empty.
+    activities = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]
+    with profile(activities=activities) as prof:
         for _ in range(iters):
             fwd()
-        torch.cuda.synchronize()
+        _sync()
     out["forward"] = _kernel_table(prof, top)
     losses = []
     for _ in range(iters):
@@ -142,11 +153,11 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
             losses.append((model(x), inp["dy"]))
         else:
             losses.append((model(inp["tokens"], inp["targets"])[1], None))
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    _sync()
+    with profile(activities=activities) as prof:
         for y, dy in losses:
             y.backward(dy)
-        torch.cuda.synchronize()
+        _sync()
     out["backward"] = _kernel_table(prof, top)
     return out
 
@@ -156,6 +167,7 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
 
     if torch is None or not torch.cuda.is_available():
         raise RuntimeError("hopperkit.block_bench needs torch with a CUDA device")
+    cfg.device = "cuda"
     rows: list[dict] = []
     profiles: dict = {}
     flush = _flush_buffer()
@@ -241,6 +253,8 @@ def markdown(doc: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's configuration; ``device`` (not a flag) is where the models are built: the
+    timing needs CUDA, the helpers also build and step the models on the CPU (tests)."""
     ap = argparse.ArgumentParser(prog="python -m hopperkit.block_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dim", type=int, default=2048)
     ap.add_argument("--heads", type=int, default=16)
@@ -258,7 +272,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--profile-iters", type=int, default=2)
     ap.add_argument("--top", type=int, default=12, help="kernels per profile table")
     ap.add_argument("--json", help="write the JSON document here")
-    return ap.parse_args(argv)
+    cfg = ap.parse_args(argv)
+    cfg.device = "cuda"
+    return cfg
 
 
 def main(argv: list[str] | None = None) -> int:

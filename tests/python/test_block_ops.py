@@ -242,17 +242,16 @@ BLOCK_CONFIGS = [dict(dim=256, n_heads=4, n_kv_heads=2, ffn_dim=512),
                  dict(dim=256, n_heads=2, n_kv_heads=1, ffn_dim=768, rotary_dim=64)]
 
 
-@pytest.mark.parametrize("cfg", BLOCK_CONFIGS, ids=lambda c: "_".join(f"{k}{v}" for k, v in c.items()))
-def test_block_matches_reference(cuda, cfg):
+def _check_block(dev, cfg):
     from hopperkit.reference_model import ReferenceBlock
 
     torch.manual_seed(0)
-    ours = hk.nn.TransformerBlock(**cfg, device=cuda)
+    ours = hk.nn.TransformerBlock(**cfg, device=dev)
     _init(ours)
-    theirs = ReferenceBlock(**cfg, device=cuda)
+    theirs = ReferenceBlock(**cfg, device=dev)
     theirs.load_state_dict(ours.state_dict())
     assert ours.state_dict().keys() == theirs.state_dict().keys()
-    x = torch.randn(2, 200, cfg["dim"], device=cuda, dtype=torch.bfloat16)
+    x = torch.randn(2, 200, cfg["dim"], device=dev, dtype=torch.bfloat16)
     xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
     ya, yb = ours(xa), theirs(xb)
     assert ya.shape == yb.shape == x.shape and ya.dtype == torch.bfloat16
@@ -264,6 +263,17 @@ def test_block_matches_reference(cuda, cfg):
     pb = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
         assert _rel(p.grad, pb[name].grad) < 5e-2, name
+
+
+@pytest.mark.parametrize("cfg", BLOCK_CONFIGS, ids=lambda c: "_".join(f"{k}{v}" for k, v in c.items()))
+def test_block_matches_reference(cuda, cfg):
+    _check_block(cuda, cfg)
+
+
+def test_block_matches_reference_on_cpu(torch_mod):
+    # CPU tensors run every hopperkit op's fp64 reference: the module's wiring (slices, strides,
+    # autograd, parameter names) checked without a GPU.
+    _check_block(torch.device("cpu"), BLOCK_CONFIGS[0])
 
 
 def test_block_compiles(cuda):
@@ -280,17 +290,17 @@ def test_block_compiles(cuda):
     assert xg.grad is not None and torch.isfinite(xg.grad).all()
 
 
-def test_lm_matches_reference(cuda):
+def _check_lm(dev):
     from hopperkit.reference_model import ReferenceLM
 
     torch.manual_seed(0)
     cfg = dict(vocab=1000, dim=256, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=512)
-    ours = hk.nn.TransformerLM(**cfg, device=cuda)
+    ours = hk.nn.TransformerLM(**cfg, device=dev)
     _init(ours)
-    theirs = ReferenceLM(**cfg, device=cuda)
+    theirs = ReferenceLM(**cfg, device=dev)
     theirs.load_state_dict(ours.state_dict())
-    tokens = torch.randint(0, 1000, (2, 128), device=cuda)
-    targets = torch.randint(0, 1000, (2, 128), device=cuda)
+    tokens = torch.randint(0, 1000, (2, 128), device=dev)
+    targets = torch.randint(0, 1000, (2, 128), device=dev)
     la, lossa = ours(tokens, targets)
     lb, lossb = theirs(tokens, targets)
     assert la.shape == (2, 128, 1000)
@@ -301,3 +311,32 @@ def test_lm_matches_reference(cuda):
     pb = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
         assert _rel(p.grad, pb[name].grad) < 6e-2, name
+
+
+def test_lm_matches_reference(cuda):
+    _check_lm(cuda)
+
+
+def test_lm_matches_reference_on_cpu(torch_mod):
+    _check_lm(torch.device("cpu"))
+
+
+def test_block_bench_helpers_on_cpu(torch_mod):
+    """The benchmark's model building, agreement check, steps and profile on a tiny CPU config
+    (the timing itself needs CUDA)."""
+    from hopperkit import block_bench as bb
+
+    cfg = bb.parse_args(["--dim", "128", "--heads", "4", "--kv-heads", "2", "--seq", "32", "--batch", "2",
+                         "--layers", "2", "--vocab", "300"])
+    cfg.device = "cpu"
+    for which in ("block", "lm"):
+        ours, theirs = bb._models(cfg, which)
+        assert ours.state_dict().keys() == theirs.state_dict().keys()
+        inp = bb._inputs(cfg, which)
+        check = bb._agreement(ours, theirs, which, inp)
+        assert check["status"] == "ok", check
+        fwd, fwd_bwd = bb._steps(ours, which, inp)
+        assert fwd().shape[:2] == (2, 32)
+        fwd_bwd()
+        assert all(p.grad is not None for p in ours.parameters())
+        assert set(bb._profile(ours, which, inp, 1, 5)) == {"forward", "backward"}
