@@ -255,6 +255,25 @@ TEST(GemmFp8, DispatchChoosesProductionRungs) {
   EXPECT_EQ(reg.pick(kn).name(), "v04_aligned_pack");
 }
 
+// `hk bench gemm_fp8 --shape MxNxK[:scaling]`: a bare shape poses per-tensor and block-wise.
+TEST(GemmFp8, BenchShapes) {
+  const hk::Family* f = hk::Registry::get().family("gemm_fp8");
+  ASSERT_NE(f, nullptr);
+  hk::BenchSelect sel;
+  sel.shapes = {"64x2112x7168:block", "4096x4096x4096", "17x9x33:row"};
+  std::vector<std::string> keys;
+  for (auto& p : f->bench_problems(sel)) keys.push_back(p->key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"m64_n2112_k7168_e4m3e4m3_bf16_block", "m4096_n4096_k4096_e4m3e4m3_bf16_tensor",
+                                            "m4096_n4096_k4096_e4m3e4m3_bf16_block", "m17_n9_k33_e4m3e4m3_bf16_row"}));
+  sel.shapes = {"64x2112:block"};
+  expect_error(ErrorKind::kValue, "shape must be MxNxK", [&] { f->bench_problems(sel); });
+  sel.shapes = {"64x64x64:channel"};
+  expect_error(ErrorKind::kValue, "scaling must be", [&] { f->bench_problems(sel); });
+  sel.shapes = {};
+  sel.dtypes = {DType::kBF16};
+  expect_error(ErrorKind::kType, "is not e4m3 or e5m2", [&] { f->bench_problems(sel); });
+}
+
 namespace {
 
 hk::bench::DeviceBuffer upload(const hk::TensorSpec& spec, const std::vector<double>& values) {
@@ -324,6 +343,41 @@ TEST(GemmFp8Public, WeightStoredKByN) {
   for (Fp8Scaling mode : {Fp8Scaling::kTensor, Fp8Scaling::kBlock}) {
     EXPECT_LT(public_op_diff(300, 264, 1000, mode, DType::kF32, true, 7), 1e-3) << hk::to_string(mode);
     EXPECT_LT(public_op_diff(64, 2112, 1024, mode, DType::kF16, true, 9), 1e-3) << hk::to_string(mode);
+  }
+}
+
+// Operands at an odd byte offset (no 16-byte alignment for TMA): the packing rung copies them.
+TEST(GemmFp8Public, MisalignedOperands) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const int64_t m = 200, n = 136, k = 1024;
+  for (Fp8Scaling mode : {Fp8Scaling::kRow, Fp8Scaling::kBlock}) {
+    hk::GemmFp8Problem p(m, n, k, DType::kF8E4M3, DType::kF8E4M3, DType::kF32, mode);
+    p.small_int = true;
+    auto specs = p.inputs();
+    std::vector<hk::HostTensor> in;
+    for (size_t i = 0; i < specs.size(); ++i) in.push_back(hk::host::random_tensor(specs[i], 40 + i));
+    std::vector<uint8_t> a_bytes, b_bytes;
+    hk::host::encode(specs[0], in[0].values, a_bytes);
+    hk::host::encode(specs[2], in[2].values, b_bytes);
+    hk::bench::DeviceBuffer da(int64_t(a_bytes.size()) + 16), db(int64_t(b_bytes.size()) + 16);
+    uint8_t* a_at = static_cast<uint8_t*>(da.get()) + 1;  // 1-byte aligned
+    uint8_t* b_at = static_cast<uint8_t*>(db.get()) + 3;
+    ASSERT_EQ(cudaMemcpy(a_at, a_bytes.data(), a_bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(b_at, b_bytes.data(), b_bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    auto dsa = upload(specs[1], in[1].values), dsb = upload(specs[3], in[3].values);
+    const hk::TensorSpec dspec = p.outputs()[0];
+    hk::bench::DeviceBuffer dd(hk::host::storage_bytes(dspec));
+    ASSERT_EQ(cudaMemset(dd.get(), 0xFF, hk::host::storage_bytes(dspec)), cudaSuccess);
+    TensorView a(a_at, DType::kF8E4M3, specs[0].shape), b(b_at, DType::kF8E4M3, specs[2].shape);
+    TensorView sa(dsa.get(), DType::kF32, specs[1].shape, specs[1].strides);
+    TensorView sb(dsb.get(), DType::kF32, specs[3].shape, specs[3].strides);
+    hk::gemm_fp8(a, sa, b, sb, TensorView(dd.get(), DType::kF32, dspec.shape));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<hk::HostTensor> out = {{dspec, std::vector<double>(m * n)}};
+    p.reference(in, out);
+    auto r = hk::bench::compare(dspec, download(dspec, dd.get()), out[0].values, p.tolerance(0));
+    EXPECT_TRUE(r.ok) << hk::to_string(mode) << ": " << r.message;
   }
 }
 
