@@ -113,11 +113,12 @@ def _host_array(spec: dict, rng: np.random.Generator):
 def test_make_problem_round_trip(family, rng):
     """For every test problem: make_problem(tensors laid out as inputs(), attrs()) gives the same
     key, input and output specs — what hk.run and the torch ops rely on."""
-    checked = 0
+    checked = unrepresentable = 0
     for p in hk._C.test_problems(family):
         arrays = [_host_array(s, rng) for s in p["inputs"]]
         if any(a is None for a in arrays):
-            continue  # bf16 / fp8 operands without torch: no host array type for them here
+            unrepresentable += 1  # bf16 / fp8 operands: NumPy has no array type for them
+            continue
         try:
             q = hk.problem(family, *arrays, **p["attrs"])
         except NotImplementedError as e:
@@ -130,4 +131,6 @@ def test_make_problem_round_trip(family, rng):
         assert q["outputs"] == p["outputs"]
         assert q["tolerances"] == p["tolerances"]
         checked += 1
-    assert checked > 0, f"{family}: no test problem with NumPy-representable inputs"
+    if checked == 0 and unrepresentable > 0:
+        pytest.skip(f"{family}: all {unrepresentable} test problems have operands NumPy cannot hold (fp8, bf16)")
+    assert checked > 0, f"{family}: no test problems"
