@@ -39,9 +39,9 @@ HEADLINE = re.compile(r"(<!-- headline:begin -->\n)(.*?)(<!-- headline:end -->)"
 PEERS = re.compile(r"(<!-- peers:begin -->\n)(.*?)(<!-- peers:end -->)", re.S)
 NO_RESULTS = ("_No results committed yet — run `scripts/gpu-check.sh --out DIR`, copy "
               "`DIR/bench-*.json` to `docs/results/` and run `scripts/results-tables.py`._\n")
-# Families whose rate is arithmetic (TFLOP/s against the bf16 peak); the rest are memory-bound
-# (TB/s against the copy bandwidth).
-COMPUTE_FAMILIES = {"gemm", "attention"}
+# Families whose rows are rated in TFLOP/s against the bf16 tensor peak; the rest in TB/s against
+# copy bandwidth. gemm_w4a16 is rated by its weight traffic (its decode shapes are memory-bound).
+COMPUTE_FAMILIES = {"gemm", "attention", "gemm_fp8", "conv2d"}
 
 
 def load_torch(results_dir):
