@@ -43,10 +43,12 @@ def _models(cfg: argparse.Namespace, which: str):
     torch.manual_seed(0)
     common = dict(head_dim=None, rotary_dim=None, rope_theta=cfg.theta, device=cfg.device, dtype=torch.bfloat16)
     if which == "block":
-        ours = hk.nn.TransformerBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
+        ours = hk.nn.TransformerBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, fuse_residual=cfg.fuse_residual,
+                                      **common)
         theirs = ref.ReferenceBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
     else:
-        ours = hk.nn.TransformerLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
+        ours = hk.nn.TransformerLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn,
+                                   fuse_residual=cfg.fuse_residual, **common)
         theirs = ref.ReferenceLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
     with torch.no_grad():  # keep activations O(1): the residual stream's scale stays near 1 through the layers
         for name, p in ours.named_parameters():
@@ -220,7 +222,7 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
     from . import _C
 
     config = {k: getattr(cfg, k) for k in ("dim", "heads", "kv_heads", "ffn", "seq", "batch", "layers", "vocab",
-                                           "theta", "samples", "compile", "models")}
+                                           "theta", "samples", "compile", "fuse_residual", "models")}
     return {"kind": "hk-block-bench", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
             "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -268,6 +270,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--models", nargs="+", choices=["block", "lm"], default=["block", "lm"])
     ap.add_argument("--samples", type=int, default=10, help="timed samples per candidate")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
+    ap.add_argument("--no-fuse-residual", dest="fuse_residual", action="store_false",
+                    help="hopperkit's residual adds as separate torch adds instead of in the GEMM epilogues")
     ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the torch.profiler tables")
     ap.add_argument("--profile-iters", type=int, default=2)
     ap.add_argument("--top", type=int, default=12, help="kernels per profile table")

@@ -1,4 +1,5 @@
-"""The decoder block's element-wise ops: ``hk.swiglu``, ``hk.rope`` and ``hk.rope_tables``.
+"""The decoder block's ops beyond ops.py: ``hk.swiglu``, ``hk.rope``, ``hk.rope_tables`` and
+``hk.linear_residual`` (a linear layer with the residual add in its GEMM's epilogue).
 
 Each op is a ``torch.library.custom_op`` (``torch.ops.hopperkit.<name>``) with a fake
 implementation (``torch.compile(fullgraph=True)`` and ``torch.export`` trace it) and autograd
@@ -16,7 +17,7 @@ import numpy as np
 from . import _op
 from ._core import torch
 from ._op import kernel_op, new_like
-from .ops import _as_rows
+from .ops import _as_rows, _matmul
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -150,3 +151,40 @@ def rope_tables(seq_len: int, rotary_dim: int, theta: float = 10000.0, positions
     inv = torch.exp(torch.arange(half, dtype=torch.float64, device=pos.device) * (-2.0 * math.log(theta) / rotary_dim))
     ang = pos[:, None] * inv[None, :]
     return ang.cos().float(), ang.sin().float()
+
+
+# ---- linear_residual -------------------------------------------------------------------------
+
+@kernel_op("gemm", name="matmul_add", attrs={"beta": 1.0}, layout="matrix")
+def _matmul_add(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    # a @ b + c in one GEMM: the gemm family's C_in (beta = 1) read by the epilogue.
+    return new_like(a, shape=(*a.shape[:-1], b.shape[-1]))
+
+
+def _matmul_add_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _matmul_add_grad(ctx: Any, dy: Any) -> tuple:
+    a, b = ctx.saved_tensors
+    da = _matmul(dy, b.transpose(-1, -2), None, None) if ctx.needs_input_grad[0] else None
+    db = _matmul(a.transpose(-1, -2), dy, None, None) if ctx.needs_input_grad[1] else None
+    return da, db, dy
+
+
+_matmul_add.register_autograd(_matmul_add_grad, setup_context=_matmul_add_setup_context)
+
+
+def linear_residual(x: Any, weight: Any, residual: Any) -> Any:
+    """``residual + x @ weight^T`` in one GEMM, as ``residual + F.linear(x, weight)``: the
+    residual is read by the GEMM's epilogue (C_in with beta = 1) instead of by a separate add
+    kernel, which would read both operands and write the sum once more.
+
+    ``x``: [*, in_features]; ``weight``: [out_features, in_features]; ``residual``:
+    [*, out_features] (``x``'s leading dims); bf16 or f16, one dtype; f32 accumulation, one
+    rounding. Differentiable in all three (the residual's gradient is the upstream one).
+    """
+    rows = x.reshape(-1, x.shape[-1])
+    res = residual.reshape(-1, weight.shape[0])
+    y = _matmul_add(rows, weight.swapaxes(-1, -2), res)
+    return y.reshape(*x.shape[:-1], weight.shape[0])

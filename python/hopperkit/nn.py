@@ -118,14 +118,18 @@ class TransformerBlock(torch.nn.Module):
     query heads each (GQA), RoPE with ``theta`` on the first ``rotary_dim`` (default Dh) dims of
     each head. bf16 by default (the GEMM and attention kernels take 16-bit operands).
 
+    ``fuse_residual`` (default True): the two residual adds run in the output and down
+    projections' GEMM epilogues (``hk.linear_residual``) instead of as separate adds.
+
     ``forward(x, cos=None, sin=None)``: ``x`` [B, S, dim]; ``cos, sin`` the [S, rotary_dim/2] f32
     tables of ``hk.rope_tables`` (computed for positions 0..S-1 when left out).
     """
 
     def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, ffn_dim: int | None = None, *,
                  head_dim: int | None = None, rotary_dim: int | None = None, rope_theta: float = 10000.0,
-                 eps: float = 1e-6, device=None, dtype=torch.bfloat16) -> None:
+                 eps: float = 1e-6, fuse_residual: bool = True, device=None, dtype=torch.bfloat16) -> None:
         super().__init__()
+        self.fuse_residual = fuse_residual
         self.n_heads, self.n_kv_heads, self.head_dim, self.ffn_dim = _block_dims(dim, n_heads, n_kv_heads,
                                                                                  ffn_dim, head_dim)
         self.dim = dim
@@ -154,13 +158,17 @@ class TransformerBlock(torch.nn.Module):
         q = block_ops.rope(qkv[:, :, :hq], cos, sin)
         k = block_ops.rope(qkv[:, :, hq:hq + hkv], cos, sin)
         v = qkv[:, :, hq + hkv:]
-        o = attention(q, k, v, causal=True, layout="bshd")
-        h = x + self.attn_out(o.reshape(b, s, hq * dh))
-        return h + self.down(block_ops.swiglu(self.gate_up(self.ffn_norm(h))))
+        o = attention(q, k, v, causal=True, layout="bshd").reshape(b, s, hq * dh)
+        if not self.fuse_residual:
+            h = x + self.attn_out(o)
+            return h + self.down(block_ops.swiglu(self.gate_up(self.ffn_norm(h))))
+        h = block_ops.linear_residual(o, self.attn_out.weight, x)
+        return block_ops.linear_residual(block_ops.swiglu(self.gate_up(self.ffn_norm(h))), self.down.weight, h)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "
-                f"ffn_dim={self.ffn_dim}, rotary_dim={self.rotary_dim}, rope_theta={self.rope_theta}")
+                f"ffn_dim={self.ffn_dim}, rotary_dim={self.rotary_dim}, rope_theta={self.rope_theta}, "
+                f"fuse_residual={self.fuse_residual}")
 
 
 class TransformerLM(torch.nn.Module):
@@ -177,13 +185,15 @@ class TransformerLM(torch.nn.Module):
 
     def __init__(self, vocab: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int | None = None,
                  ffn_dim: int | None = None, *, head_dim: int | None = None, rotary_dim: int | None = None,
-                 rope_theta: float = 10000.0, eps: float = 1e-6, device=None, dtype=torch.bfloat16) -> None:
+                 rope_theta: float = 10000.0, eps: float = 1e-6, fuse_residual: bool = True, device=None,
+                 dtype=torch.bfloat16) -> None:
         super().__init__()
         self.vocab = vocab
         self.embed = torch.nn.Embedding(vocab, dim, device=device, dtype=dtype)
         self.blocks = torch.nn.ModuleList(
             TransformerBlock(dim, n_heads, n_kv_heads, ffn_dim, head_dim=head_dim, rotary_dim=rotary_dim,
-                             rope_theta=rope_theta, eps=eps, device=device, dtype=dtype)
+                             rope_theta=rope_theta, eps=eps, fuse_residual=fuse_residual, device=device,
+                             dtype=dtype)
             for _ in range(n_layers))
         self.norm = RMSNorm(dim, eps=eps, device=device, dtype=dtype)
 

@@ -208,6 +208,10 @@ def test_opcheck(cuda):
     q = torch.randn(2, 7, 3, 16, device=cuda, dtype=torch.float32, requires_grad=True)
     cos, sin = hk.rope_tables(7, 16, device=cuda)
     torch.library.opcheck(hk.block_ops._rope.op, (q, cos, sin))
+    a = torch.randn(6, 32, device=cuda, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(16, 32, device=cuda, dtype=torch.bfloat16, requires_grad=True)
+    c = torch.randn(6, 16, device=cuda, dtype=torch.bfloat16, requires_grad=True)
+    torch.library.opcheck(hk.block_ops._matmul_add.op, (a, w.t(), c))
 
 
 def test_compile_fullgraph(cuda):
@@ -242,11 +246,11 @@ BLOCK_CONFIGS = [dict(dim=256, n_heads=4, n_kv_heads=2, ffn_dim=512),
                  dict(dim=256, n_heads=2, n_kv_heads=1, ffn_dim=768, rotary_dim=64)]
 
 
-def _check_block(dev, cfg):
+def _check_block(dev, cfg, fuse_residual=True):
     from hopperkit.reference_model import ReferenceBlock
 
     torch.manual_seed(0)
-    ours = hk.nn.TransformerBlock(**cfg, device=dev)
+    ours = hk.nn.TransformerBlock(**cfg, fuse_residual=fuse_residual, device=dev)
     _init(ours)
     theirs = ReferenceBlock(**cfg, device=dev)
     theirs.load_state_dict(ours.state_dict())
@@ -265,15 +269,43 @@ def _check_block(dev, cfg):
         assert _rel(p.grad, pb[name].grad) < 5e-2, name
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused_residual", "torch_add"])
 @pytest.mark.parametrize("cfg", BLOCK_CONFIGS, ids=lambda c: "_".join(f"{k}{v}" for k, v in c.items()))
-def test_block_matches_reference(cuda, cfg):
-    _check_block(cuda, cfg)
+def test_block_matches_reference(cuda, cfg, fuse):
+    _check_block(cuda, cfg, fuse)
 
 
-def test_block_matches_reference_on_cpu(torch_mod):
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused_residual", "torch_add"])
+def test_block_matches_reference_on_cpu(torch_mod, fuse):
     # CPU tensors run every hopperkit op's fp64 reference: the module's wiring (slices, strides,
     # autograd, parameter names) checked without a GPU.
-    _check_block(torch.device("cpu"), BLOCK_CONFIGS[0])
+    _check_block(torch.device("cpu"), BLOCK_CONFIGS[0], fuse)
+
+
+def test_linear_residual_matches_torch(cuda):
+    _check_linear_residual(cuda)
+
+
+def test_linear_residual_matches_torch_on_cpu(torch_mod):
+    _check_linear_residual(torch.device("cpu"))
+
+
+def _check_linear_residual(device):
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 37, 96, generator=g).bfloat16().to(device).requires_grad_()
+    w = (torch.randn(80, 96, generator=g) / 10).bfloat16().to(device).requires_grad_()
+    r = torch.randn(2, 37, 80, generator=g).bfloat16().to(device).requires_grad_()
+    y = hk.block_ops.linear_residual(x, w, r)
+    xr, wr, rr = (t.detach().double().requires_grad_() for t in (x, w, r))
+    yr = rr + F.linear(xr, wr)
+    assert y.shape == (2, 37, 80) and y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.double(), yr, atol=2e-2, rtol=2e-2)
+    dy = torch.randn(2, 37, 80, generator=g).bfloat16().to(device)
+    y.backward(dy)
+    yr.backward(dy.double())
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad), (r.grad, rr.grad)):
+        assert _rel(got.double(), want) < 1e-2
 
 
 def test_block_compiles(cuda):
