@@ -6,7 +6,7 @@
 // Adds over v01: 8x (16-bit) or 4x (f32) fewer memory instructions, each thread's loads issued
 // before their first use, and an SM-filling grid (row loop) instead of one thread per element.
 // Any alignment: each row is peeled at the output's 16-byte phase (scalar head up to the first
-// 16-byte boundary, 16-byte body, scalar tail; slot 0 and the last slot of the row). Gate, up,
+// 16-byte boundary, 16-byte body, scalar tail; the row's first and last slots). Gate, up,
 // dy (and the backward's d-up half of dx) move as 16-byte accesses when every row of them sits
 // at the output row's phase — always for cudaMalloc'd tensors with F * sizeof(T) % 16 == 0 —
 // else with the widest accesses their phase allows (a kAny instantiation).
@@ -38,12 +38,15 @@ __device__ __forceinline__ void swiglu_v02_scalar(const T* g, const T* u, const 
 }
 
 // Row r: gate g = x + r ld_x, up u = g + F, output o = out + r ld_out (backward: d gate at o,
-// d up at o + F), dy = dy + r ld_dy. Slot 0: the head; slots 1..nvec: 16-byte vectors; slot
-// nvec + 1: the tail.
+// d up at o + F), dy = dy + r ld_dy. `slots` = max(1, F / kV), the most 16-byte vectors a row
+// can hold: slot s < nvec moves vector s; slot 0 also does the head, the last slot the tail (a
+// row whose head is not empty has one vector fewer: its last slot does only the tail). Rows of
+// whole aligned vectors thus fill every thread of a block (F = 8192 bf16: 4 blocks of 256).
 template <class T, bool kBackward, bool kAny>
 __global__ void __launch_bounds__(kThreads) swiglu_v02_kernel(const T* __restrict__ x, const T* __restrict__ dy,
                                                               T* __restrict__ out, int64_t rows, int64_t F,
-                                                              int64_t ld_x, int64_t ld_dy, int64_t ld_out) {
+                                                              int64_t ld_x, int64_t ld_dy, int64_t ld_out,
+                                                              int64_t slots) {
   constexpr int kV = kVec16<T>;
   using V = Vec<T, kV>;
   const int64_t slot0 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -55,13 +58,13 @@ __global__ void __launch_bounds__(kThreads) swiglu_v02_kernel(const T* __restric
     T* o = out + r * ld_out;
     const int64_t head = head_to_16(o, F);
     const int64_t nvec = (F - head) / kV;
-    for (int64_t s = slot0; s < nvec + 2; s += slot_step) {
-      if (s == 0) {
+    for (int64_t s = slot0; s < slots; s += slot_step) {
+      if (s == 0)
         for (int64_t j = 0; j < head; ++j) swiglu_v02_scalar<T, kBackward>(g, u, d, o, F, j);
-      } else if (s == nvec + 1) {
+      if (s == slots - 1)
         for (int64_t j = head + nvec * kV; j < F; ++j) swiglu_v02_scalar<T, kBackward>(g, u, d, o, F, j);
-      } else {
-        const int64_t j = head + (s - 1) * kV;
+      if (s < nvec) {
+        const int64_t j = head + s * kV;
         const V gv = load_stream_at<kAny, T, kV>(g + j);
         const V uv = load_stream_at<kAny, T, kV>(u + j);
         if constexpr (kBackward) {
@@ -91,9 +94,10 @@ template <class T, bool kBackward, bool kAny>
 void launch_typed(const SwigluArgs& a, cudaStream_t stream) {
   auto kernel = swiglu_v02_kernel<T, kBackward, kAny>;
   static const int resident = resident_grid(kernel, kThreads);
-  // Slots per row: at most F / kV vectors plus the head and tail slots. threadIdx.x spans the
-  // next power of two of that (up to a whole block), threadIdx.y the rows sharing a block.
-  const int64_t slots = a.dim / kVec16<T> + 2;
+  // Slots per row: the most vectors a row can hold (head and tail ride on the first and last).
+  // threadIdx.x spans the next power of two of that (up to a whole block), threadIdx.y the rows
+  // sharing a block.
+  const int64_t slots = std::max<int64_t>(1, a.dim / kVec16<T>);
   int tx = 1;
   while (tx < kThreads && tx < slots) tx *= 2;
   const int ty = kThreads / tx;
@@ -102,7 +106,7 @@ void launch_typed(const SwigluArgs& a, cudaStream_t stream) {
   const int64_t gy = std::max<int64_t>(1, std::min<int64_t>({row_blocks, 65535, std::max<int64_t>(1, resident / gx)}));
   kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(tx, ty), 0, stream>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.dy), static_cast<T*>(a.out), a.rows, a.dim, a.ld_x,
-      a.ld_dy, a.ld_out);
+      a.ld_dy, a.ld_out, slots);
   HK_CHECK_LAUNCH("swiglu_v02_kernel");
 }
 
