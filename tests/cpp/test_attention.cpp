@@ -276,6 +276,33 @@ TEST(AttentionVarlenReference, EqualsFixedLengthPerSequence) {
     }
 }
 
+// The sampled reference (bench sizes) gives the full reference's values at every position,
+// rows outside every sequence (before cu[0], past cu[B]) included.
+TEST(AttentionVarlenReference, SampledEqualsFull) {
+  for (bool bwd : {false, true}) {
+    AttentionProblem p = AttentionProblem::varlen({7, 0, 1, 13, 5}, {9, 4, 1, 13, 0}, 4, 2, 3, DType::kF32, bwd);
+    p.causal = true;
+    std::vector<hk::HostTensor> in;
+    uint64_t seed = 29;
+    for (auto& spec : p.inputs()) in.push_back(hk::host::random_tensor(spec, seed++));
+    const size_t cu = bwd ? 6 : 3;
+    in[cu].values = {1, 7, 7, 8, 20, 24};  // rows 0 and 25 of 26 belong to no sequence
+    if (bwd)
+      for (auto& v : in[5].values) v = std::isfinite(v) ? v : 0.0;
+    auto full = hktest::run_reference(p, in);
+    for (int o = 0; o < int(full.size()); ++o) {
+      std::vector<int64_t> flat(full[o].values.size());
+      for (size_t i = 0; i < flat.size(); ++i) flat[i] = int64_t(i);
+      std::vector<double> vals;
+      ASSERT_TRUE(p.reference_at(in, o, flat, vals));
+      EXPECT_EQ(vals, full[o].values) << p.key() << " output " << o;
+    }
+    if (!bwd) {
+      EXPECT_EQ(full[1].values[0], -std::numeric_limits<double>::infinity());
+    }
+  }
+}
+
 TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   auto& reg = hk::Registry::get();
   auto pick = [&](int64_t d, bool bwd, DType dt = DType::kBF16) {
@@ -300,6 +327,14 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   AttentionProblem nok = AttentionProblem::varlen({100, 3}, {0, 0}, 2, 2, 64, DType::kBF16);
   EXPECT_NE(reg.variant("attention", "v05_wgmma_tma")->supports(nok), "");
   EXPECT_EQ(reg.pick(nok).name(), "v03_fa2_mma_sync");
+  // `hk bench attention --shape SxDxCxV` with V = 1: the 16k tokens as sequences of 3S/2 and S/2
+  hk::BenchSelect sel;
+  sel.shapes = {"2048x128x1x1"};
+  auto bench = reg.family("attention")->bench_problems(sel);
+  ASSERT_EQ(bench.size(), 2u);
+  EXPECT_EQ(bench[0]->key(), "thd8x3072x3072_t16384x16384_h16x16_d128_bf16_causal_fwd");
+  EXPECT_EQ(reg.pick(*bench[0]).name(), "v05_wgmma_tma");
+  EXPECT_GT(bench[1]->flops(), hk::Problem::kSampledCheckFlops);  // checked by the sampled reference
   // thd's key names the packed sizes; attrs() carry the maxima
   EXPECT_EQ(p.key(), "thd1x100x100_t100x100_h2x2_d64_bf16_fwd");
   EXPECT_EQ(p.attrs().get_int("attention", "max_seqlen_q", -1), 100);

@@ -484,7 +484,7 @@ void AttentionProblem::reference(const std::vector<HostTensor>& in, std::vector<
 // one key column (dk, dv), computed once for all of its positions.
 bool AttentionProblem::reference_at(const std::vector<HostTensor>& in, int output_index,
                                     const std::vector<int64_t>& flat, std::vector<double>& values) const {
-  if (is_varlen()) return false;  // the full reference (no thd problem is large enough to need sampling)
+  if (is_varlen()) return reference_at_thd(in, output_index, flat, values);
   Oracle orc(*this, in);
   const int64_t D = head_dim;
   const bool lse_out = !backward && output_index == 1;
@@ -527,6 +527,73 @@ bool AttentionProblem::reference_at(const std::vector<HostTensor>& in, int outpu
       else if (!kv_out) orc.dq_row(b, h, s, res);
       else {
         std::vector<double> dk(D), dv(D);
+        orc.dkv_col(b, h, s, deltas.at(b).data(), dk.data(), dv.data());
+        std::copy(output_index == 1 ? dk.begin() : dv.begin(), output_index == 1 ? dk.end() : dv.end(), res);
+      }
+    }
+  }, 1);
+  values.resize(flat.size());
+  for (size_t n = 0; n < flat.size(); ++n) {
+    const double* res = results.data() + units[pos[n].unit] * (D + 1);
+    values[n] = lse_out ? res[D] : res[pos[n].d];
+  }
+  if (out_rms.size() != outputs().size()) out_rms.assign(outputs().size(), 0.0);
+  out_rms[output_index] = rms_of(values.data(), int64_t(values.size()));
+  return true;
+}
+
+// reference_at for thd: a position's packed row t belongs to the last sequence whose first row
+// is <= t (empty sequences share their first row with the next one), if t is inside it; rows
+// outside every sequence hold O = 0, lse = -inf, zero gradients, as reference() writes them.
+bool AttentionProblem::reference_at_thd(const std::vector<HostTensor>& in, int output_index,
+                                        const std::vector<int64_t>& flat, std::vector<double>& values) const {
+  Oracle orc(*this, in);
+  const int64_t D = head_dim;
+  const bool lse_out = !backward && output_index == 1;
+  const bool kv_out = backward && output_index >= 1;
+  const int64_t rows = kv_out ? total_k : total_q, H = kv_out ? heads_kv : heads_q;
+  const std::vector<int64_t>& first = kv_out ? orc.k0 : orc.q0;
+  const std::vector<int64_t>& len = kv_out ? orc.sk : orc.sq;
+  struct Pos { int64_t unit, d; };  // unit: h * rows + t
+  std::vector<Pos> pos(flat.size());
+  std::map<int64_t, int64_t> units;  // unit -> slot
+  for (size_t n = 0; n < flat.size(); ++n) {
+    const int64_t f = flat[n];
+    if (lse_out) pos[n] = {f, 0};  // lse [Hq, total_q]: f = h total_q + t
+    else pos[n] = {(f / D % H) * rows + f / D / H, f % D};
+    units.emplace(pos[n].unit, 0);
+  }
+  std::vector<int64_t> ids;
+  for (auto& [u, slot] : units) slot = int64_t(ids.size()), ids.push_back(u);
+  // (sequence, row in it) of each unit; b = -1 outside every sequence
+  std::vector<std::pair<int64_t, int64_t>> where(ids.size());
+  std::map<int64_t, std::vector<double>> deltas;
+  for (size_t n = 0; n < ids.size(); ++n) {
+    const int64_t t = ids[n] % rows;
+    int64_t b = int64_t(std::upper_bound(first.begin(), first.end(), t) - first.begin()) - 1;
+    if (b >= 0 && t >= first[b] + len[b]) b = -1;
+    where[n] = {b, b >= 0 ? t - first[b] : 0};
+    if (kv_out && b >= 0) deltas.emplace(b, std::vector<double>());
+  }
+  std::vector<int64_t> bs;
+  for (auto& [b, v] : deltas) bs.push_back(b);
+  host::parallel_for(int64_t(bs.size()), [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) deltas[bs[n]] = orc.deltas(bs[n]);
+  }, 1);
+  std::vector<double> results(ids.size() * (D + 1), 0.0);
+  host::parallel_for(int64_t(ids.size()), [&](int64_t lo, int64_t hi) {
+    std::vector<double> dk(D), dv(D);
+    for (int64_t n = lo; n < hi; ++n) {
+      const auto [b, s] = where[n];
+      const int64_t h = ids[n] / rows;
+      double* res = results.data() + n * (D + 1);
+      if (b < 0) {
+        if (lse_out) res[D] = -kInf;
+        continue;
+      }
+      if (!backward) orc.fwd_row(b, h, s, res, res[D]);
+      else if (!kv_out) orc.dq_row(b, h, s, res);
+      else {
         orc.dkv_col(b, h, s, deltas.at(b).data(), dk.data(), dv.data());
         std::copy(output_index == 1 ? dk.begin() : dv.begin(), output_index == 1 ? dk.end() : dv.end(), res);
       }
@@ -928,15 +995,15 @@ class AttentionFamily final : public Family {
   }
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
     // FlashAttention's benchmark: 16k tokens per batch (B = 16384 / S), Hq = 2048 / D.
-    struct B { int64_t s, d; bool causal; };
+    struct B { int64_t s, d; bool causal, varlen = false; };
     std::vector<B> list;
     std::vector<int64_t> seqs = {512, 2048, 8192};
     if (sel.quick) list = {{2048, 128, true}};
     for (auto& s : sel.shapes) {
-      auto v = parse_shape(s);  // SxD or SxDxC (C: 1 = causal)
-      if (v.size() < 2 || v.size() > 3)
-        HK_THROW(kValue, "attention: bench shapes are SxD or SxDxCAUSAL, got ", shape_to_string(v));
-      list.push_back({v[0], v[1], v.size() == 3 && v[2] != 0});
+      auto v = parse_shape(s);  // SxD, SxDxC (C: 1 = causal) or SxDxCxV (V: 1 = variable length)
+      if (v.size() < 2 || v.size() > 4)
+        HK_THROW(kValue, "attention: bench shapes are SxD, SxDxCAUSAL or SxDxCAUSALxVARLEN, got ", shape_to_string(v));
+      list.push_back({v[0], v[1], v.size() >= 3 && v[2] != 0, v.size() == 4 && v[3] != 0});
     }
     if (list.empty())
       for (int64_t d : {64, 128})
@@ -948,6 +1015,22 @@ class AttentionFamily final : public Family {
       for (DType dt : dtypes)
         for (bool bwd : {false, true}) {
           const int64_t batch = std::max<int64_t>(1, 16384 / b.s), heads = std::max<int64_t>(1, 2048 / b.d);
+          if (b.varlen) {
+            // The same 16k tokens (at least S) packed as sequences of 3S/2 and S/2 rows in turn
+            // (the last one what remains): the packed layout at the fixed-length problem's size.
+            std::vector<int64_t> lens;
+            const int64_t total = std::max<int64_t>(16384, b.s);
+            for (int64_t used = 0, n = 0; used < total; ++n) {
+              int64_t l = n % 2 == 0 ? b.s + b.s / 2 : std::max<int64_t>(1, b.s / 2);
+              l = std::min(l, total - used);
+              lens.push_back(l);
+              used += l;
+            }
+            VarlenShape t{lens, lens, heads, heads, b.d, b.causal};
+            t.dtype = dt;
+            out.push_back(make_varlen(t, bwd, false));
+            continue;
+          }
           TestShape t{batch, b.s, b.s, heads, heads, b.d, b.causal};
           t.dtype = dt;
           out.push_back(make(t, bwd, false));

@@ -111,6 +111,8 @@ struct AttentionProblem final : Problem {
   void reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const override;
   bool reference_at(const std::vector<HostTensor>& in, int output_index, const std::vector<int64_t>& flat,
                     std::vector<double>& values) const override;
+  bool reference_at_thd(const std::vector<HostTensor>& in, int output_index, const std::vector<int64_t>& flat,
+                        std::vector<double>& values) const;
   Tolerance tolerance(int output_index) const override;
   Attrs attrs() const override;
 
