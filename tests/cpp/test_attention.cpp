@@ -378,8 +378,10 @@ TEST(AttentionDispatch, PicksByShape) {
   EXPECT_EQ(pick(128, false, 3), "v02_online_softmax");
   EXPECT_EQ(pick(256, false), "v02_online_softmax");
   EXPECT_EQ(pick(40, false), "v02_online_softmax");
-  EXPECT_EQ(pick(64, true), "v04_fa2_backward");
-  EXPECT_EQ(pick(128, true), "v04_fa2_backward");
+  EXPECT_EQ(pick(64, true), "v07_wgmma_backward");
+  EXPECT_EQ(pick(128, true), "v07_wgmma_backward");
+  EXPECT_EQ(pick(128, true, 8), "v07_wgmma_backward");  // padded rows, still 16-byte multiples
+  EXPECT_EQ(pick(96, true), "v04_fa2_backward");
   EXPECT_EQ(pick(37, true), "v02_online_softmax");
   AttentionProblem one(1, 64, 64, 2, 2, 64, DType::kBF16);
   one.str_q.b = 3;  // batch of extent 1: its stride is never used

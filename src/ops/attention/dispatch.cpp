@@ -5,9 +5,10 @@
 // else the general CUDA-core online-softmax rung (v02: any D, any strides). v06 (v05 with
 // FlashAttention-3's ping-pong and intra-warpgroup overlap) measured slower than v05 on every
 // bench shape and stays a ladder rung.
-// Backward: the FlashAttention-2 tensor-core backward (v04, same D and stride rules; atomic dQ by
-// default, a separate dQ pass when deterministic), else v02's CUDA-core backward (deterministic
-// always). v02 accepts every valid problem, so the public op never refuses one.
+// Backward: the TMA + wgmma backward (v07) for D = 64 and 128 with TMA-describable operands;
+// the FlashAttention-2 tensor-core backward (v04, D in {32, 64, 96, 128}, 16-byte rows; atomic dQ
+// by default, a separate dQ pass when deterministic), else v02's CUDA-core backward
+// (deterministic always). v02 accepts every valid problem, so the public op never refuses one.
 #include "attention/attention_op.hpp"
 
 namespace hk {
@@ -21,7 +22,9 @@ std::vector<Route> attention_dispatch(const AttentionProblem& p) {
                               "3.7x v03 at S = 2048, D = 64"},
             {"v03_fa2_mma_sync", "tensor cores: mma.sync m16n8k16 for Q K^T and P V, online softmax in registers"},
             {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, one pass over K/V)"}};
-  return {{"v04_fa2_backward", "tensor cores: P recomputed from lse, dK/dV per 64-key block, dQ by f32 atomics "
+  return {{"v07_wgmma_backward", "D = 64 or 128, TMA-describable operands: wgmma with P^T and dS^T from registers, "
+                                 "K/V resident per 128 keys, dQ by f32 vector reductions (not yet measured)"},
+          {"v04_fa2_backward", "tensor cores: P recomputed from lse, dK/dV per 64-key block, dQ by f32 atomics "
                                "(deterministic: a separate dQ pass)"},
           {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, deterministic)"}};
 }

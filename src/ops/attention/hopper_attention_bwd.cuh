@@ -1,0 +1,541 @@
+// attention/hopper_attention_bwd.cuh — the FlashAttention backward on TMA and wgmma (sm_90a).
+//
+// Three kernels per call:
+//   1. prep: per query row, Delta = rowsum(dO o O) and lse * log2(e), into f32 arrays padded to
+//      whole 64-row blocks (zero past Sq), so that the main kernel fetches a block's 64 values
+//      with one 256-byte bulk copy each.
+//   2. main: a CTA of three warpgroups owns 128 keys of one (batch, kv head) with K and V
+//      resident in shared memory (loaded once by TMA). One producer thread streams 64-row
+//      blocks of Q and dO (plus their lse and Delta) by TMA into a two-slot full/empty mbarrier
+//      ring (common/pipeline.cuh), over every query head of the kv head's group (GQA sums dK
+//      and dV in registers) and only over the query blocks that see the CTA's keys. Each of the
+//      two consumer warpgroups (64 keys, 240 registers) runs per block:
+//        S^T = K Q^T, dP^T = V dO^T   wgmma m64n64k16, both operands K-major in shared memory
+//        P^T = exp2(S^T scale log2(e) - lse log2(e)), dS^T = P^T (dP^T - Delta) (times the
+//                                     softcap's 1 - tanh^2), the range test only on blocks
+//                                     the mask cuts
+//        dV += P^T dO, dK += dS^T Q   wgmma m64nDk16 with P^T / dS^T from registers (S's
+//                                     accumulator fragment is the A fragment) and dO / Q read
+//                                     MN-major through the transpose bit
+//        dQ += dS K                   dS^T staged in shared memory (double-buffered), both
+//                                     operands MN-major (transpose bits on A and B); D = 128:
+//                                     warpgroup w sums all 128 keys for D columns 64w..64w+63;
+//                                     D = 64: warpgroup w sums its own 64 keys for all columns
+//      and adds its 64 x 64 dQ tile into an f32 accumulator with red.global.add.v2.f32. With
+//      `deterministic` the adds to a query block take turns in key-block order (a counter per
+//      block and column half, ptx/red.cuh), so the sums are rounded in the same order every run.
+//   3. convert: dq = scale * accumulator, in dq's dtype and strides.
+// Needs: sm_90a; bf16 or f16; D = 64 or 128; Sq, Sk >= 1; every operand 16-byte aligned with
+// (batch, seq, head) strides multiples of 8 elements (TMA, 16-byte rows); backward only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "attention/attn_common.cuh"
+#include "attention/hopper_attention.cuh"
+#include "common/ptx/red.cuh"
+#include "core/scratch.hpp"
+
+namespace hk::attn_hopper_bwd {
+
+using attn_hopper::fast_exp2;
+using attn_hopper::pack2;
+using attn_hopper::smem_u32;
+using attn_hopper::tma_load_4d;
+
+template <int kD_>
+struct Cfg {
+  static constexpr int kD = kD_;
+  static constexpr int kBlockN = 128;  // keys per CTA: two consumer warpgroups of 64
+  static constexpr int kBlockM = 64;   // query rows per step
+  static constexpr int kStages = 2;
+  static constexpr int kChunks = kD / 64;  // 128-byte (64-element) column chunks: TMA boxes
+  static constexpr int kKVBytes = kBlockN * kD * 2;     // K or V
+  static constexpr int kQBytes = kBlockM * kD * 2;      // one slot of Q or dO
+  static constexpr int kDsBytes = kBlockN * kBlockM * 2;  // one buffer of dS^T [key][query]
+  static constexpr int kStatBytes = kBlockM * 4;        // one slot of lse or Delta
+  static constexpr int kThreads = 384;
+  // Offsets from the 1024-byte aligned base: every tile starts on a swizzle atom.
+  static constexpr int kOffK = 0;
+  static constexpr int kOffV = kOffK + kKVBytes;
+  static constexpr int kOffQ = kOffV + kKVBytes;
+  static constexpr int kOffDo = kOffQ + kStages * kQBytes;
+  static constexpr int kOffDs = kOffDo + kStages * kQBytes;
+  static constexpr int kOffLse = kOffDs + 2 * kDsBytes;
+  static constexpr int kOffDelta = kOffLse + kStages * kStatBytes;
+  static constexpr int kOffBar = kOffDelta + kStages * kStatBytes;
+  static constexpr int kBarrierBytes = PipelineRing<kStages>::kBarrierBytes + 8;  // the ring, K/V's barrier
+  static constexpr int kSmemBytes = 1024 + kOffBar + kBarrierBytes;
+  // Bytes one ring slot receives: Q and dO tiles (full boxes, zero-filled past Sq), lse, Delta.
+  static constexpr uint32_t kSlotTx = 2 * kQBytes + 2 * kStatBytes;
+  // dQ: keys each warpgroup sums, and which 64-column chunk of D it owns (see the top).
+  static constexpr int kDqKeys = kD == 128 ? kBlockN : 64;
+  static_assert(kD == 64 || kD == 128, "D = 64 or 128");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+  static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0, "swizzle atoms");
+};
+
+struct BwdParams {
+  int seqlen_q, seqlen_k, sq_pad, heads_q, group;
+  int64_t window_left, window_right;  // causal folded in
+  float scale, scale_log2;            // scale, scale * log2(e)
+  float cap_in, cap_out;              // softcap: s = cap_out * tanh(x * cap_in) in log2 units
+  const float* lse2;                  // [B Hq][sq_pad]: lse * log2(e)
+  const float* delta;                 // [B Hq][sq_pad]
+  float* dq_acc;                      // [B Hq][sq_pad][D]
+  int* dq_turn;                       // [B Hq][sq_pad / 64][2]: deterministic adds' counters
+  void *dk, *dv;
+  AttnStrides sdk, sdv;
+  int deterministic;
+};
+
+// The first and last query rows that see key j (the mask rule of attn_key_range solved for the
+// row), clamped to [0, Sq] and [-1, Sq - 1]: empty when first > last.
+__device__ __forceinline__ int q_first(const BwdParams& p, int64_t j) {
+  const int64_t off = int64_t(p.seqlen_k) - p.seqlen_q;
+  const int64_t q = p.window_right >= 0 ? j - off - p.window_right : 0;
+  return static_cast<int>(q < 0 ? 0 : (q > p.seqlen_q ? p.seqlen_q : q));
+}
+__device__ __forceinline__ int q_last(const BwdParams& p, int64_t j) {
+  const int64_t off = int64_t(p.seqlen_k) - p.seqlen_q;
+  const int64_t q = p.window_left >= 0 ? j - off + p.window_left : int64_t(p.seqlen_q) - 1;
+  return static_cast<int>(q < -1 ? -1 : (q > p.seqlen_q - 1 ? p.seqlen_q - 1 : q));
+}
+
+// The query blocks [lo, hi) that see some key of the CTA's block n: the rows that see key j
+// form an interval whose ends grow with j, and neighbouring keys' intervals touch, so the union
+// over the block is [q_first(first key), q_last(last key)].
+template <class C>
+__device__ __forceinline__ void query_blocks(const BwdParams& p, int n, int& lo, int& hi) {
+  const int64_t j0 = int64_t(n) * C::kBlockN;
+  const int64_t j1 = j0 + C::kBlockN - 1 < p.seqlen_k ? j0 + C::kBlockN - 1 : p.seqlen_k - 1;
+  const int qa = q_first(p, j0), qb = q_last(p, j1);
+  lo = qa / C::kBlockM;
+  hi = qa <= qb ? qb / C::kBlockM + 1 : lo;
+}
+
+// The first key block whose CTA visits query block m (the CTAs that do are consecutive): the
+// deterministic adds of block m take turns from that one on.
+template <class C>
+__device__ __forceinline__ int first_key_block(const BwdParams& p, int m) {
+  if (p.window_left < 0) return 0;
+  const int64_t j = int64_t(m) * C::kBlockM + (int64_t(p.seqlen_k) - p.seqlen_q) - p.window_left;
+  return j <= 0 ? 0 : static_cast<int>(j / C::kBlockN);
+}
+
+// tanh(x) = 1 - 2 / (1 + e^2x) by one MUFU.EX2 and one MUFU.RCP: absolute error about 1e-7
+// (what the score needs: it enters an exponent), +-1 for large |x| (e^2x = inf gives rcp 0).
+// tanhf's accurate sequence holds enough registers to spill the D = 128 consumers.
+__device__ __forceinline__ float tanh_ex2(float x) {
+  const float e = fast_exp2(x * 2.8853900817779268f);  // 2 log2(e)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
+  return fmaf(-2.f, r, 1.f);
+}
+
+// P^T and dS^T in place of S^T and dP^T for one 64-key x 64-row tile. Element 4j + 2h + c of a
+// thread is key row `key_row + 8h`, query column 8j + 2(lane % 4) + c. kMask: the range test
+// (the tile holds pairs the mask cuts, keys past Sk or rows past Sq).
+template <bool kMask, bool kSoftcap>
+__device__ __forceinline__ void probs_and_ds(const BwdParams& p, float (&s)[32], float (&dp)[32], const float* lse_s,
+                                             const float* delta_s, int q0, const int (&qlo)[2], const int (&qhi)[2]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * j);
+    const float2 dl = *reinterpret_cast<const float2*>(delta_s + 8 * j);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int i = 4 * j + 2 * h + c;
+        const float l = c ? lse.y : lse.x, d = c ? dl.y : dl.x;
+        float pr, dcap = 1.f;
+        if constexpr (kSoftcap) {
+          const float t = s[i];  // tanh(x * cap_in), applied while dP^T was in flight
+          dcap = 1.f - t * t;
+          pr = fast_exp2(p.cap_out * t - l);
+        } else {
+          pr = fast_exp2(fmaf(s[i], p.scale_log2, -l));
+        }
+        if constexpr (kMask) {
+          const int q = q0 + 8 * j + c;
+          if (q < qlo[h] || q > qhi[h]) pr = 0.f;
+        }
+        s[i] = pr;
+        dp[i] = pr * (dp[i] - d) * dcap;
+      }
+  }
+}
+
+template <class T, int kD, bool kSoftcap>
+__global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
+    attention_bwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                         const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
+                         const BwdParams p) {
+  using C = Cfg<kD>;
+  constexpr int kStages = C::kStages, kBlockM = C::kBlockM, kBlockN = C::kBlockN;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* s_k = smem + C::kOffK;
+  uint8_t* s_v = smem + C::kOffV;
+  uint8_t* s_q = smem + C::kOffQ;
+  uint8_t* s_do = smem + C::kOffDo;
+  uint8_t* s_ds = smem + C::kOffDs;
+  float* s_lse = reinterpret_cast<float*>(smem + C::kOffLse);
+  float* s_delta = reinterpret_cast<float*>(smem + C::kOffDelta);
+  const PipelineRing<kStages> ring = PipelineRing<kStages>::at(smem + C::kOffBar);
+  uint64_t* kv_full = static_cast<uint64_t*>(ring.end());
+
+  const int n_blk = blockIdx.x, hkv = blockIdx.y, b = blockIdx.z;
+  const int n0 = n_blk * kBlockN;
+  int m_lo, m_hi;
+  query_blocks<C>(p, n_blk, m_lo, m_hi);
+  const int m_count = m_hi - m_lo, iters = m_count * p.group;
+
+  if (threadIdx.x == 0) {
+    ring.init(256);
+    ptx::mbar_init(kv_full, 1);
+    ptx::mbar_fence_init();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {  // producer warpgroup: one thread issues every copy
+    ptx::setmaxnreg_dec<24>();
+    if (threadIdx.x == 0 && iters > 0) {
+      ptx::prefetch_tensor_map(&map_q);
+      ptx::prefetch_tensor_map(&map_k);
+      ptx::prefetch_tensor_map(&map_v);
+      ptx::prefetch_tensor_map(&map_do);
+      ptx::mbar_arrive_expect_tx(kv_full, 2 * C::kKVBytes);
+#pragma unroll
+      for (int c = 0; c < C::kChunks; ++c) {
+        tma_load_4d(s_k + c * kBlockN * 128, &map_k, 64 * c, n0, hkv, b, kv_full);
+        tma_load_4d(s_v + c * kBlockN * 128, &map_v, 64 * c, n0, hkv, b, kv_full);
+      }
+      PipelineState<kStages> st;
+      for (int it = 0; it < iters; ++it, ++st) {
+        const int hq = hkv * p.group + it / m_count, m0 = (m_lo + it % m_count) * kBlockM;
+        ring.producer_acquire(st);
+        ring.producer_expect_tx(st, C::kSlotTx);
+        uint64_t* bar = ring.full_barrier(st);
+#pragma unroll
+        for (int c = 0; c < C::kChunks; ++c) {
+          tma_load_4d(s_q + st.stage() * C::kQBytes + c * kBlockM * 128, &map_q, 64 * c, m0, hq, b, bar);
+          tma_load_4d(s_do + st.stage() * C::kQBytes + c * kBlockM * 128, &map_do, 64 * c, m0, hq, b, bar);
+        }
+        const int64_t row = (int64_t(b) * p.heads_q + hq) * p.sq_pad + m0;
+        ptx::bulk_load(s_lse + st.stage() * kBlockM, p.lse2 + row, C::kStatBytes, bar);
+        ptx::bulk_load(s_delta + st.stage() * kBlockM, p.delta + row, C::kStatBytes, bar);
+      }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups: keys n0 + 64 w .. + 63 ----
+  ptx::setmaxnreg_inc<240>();
+  const int w = wg - 1;
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int key_row = 16 * warp + lane / 4;  // + 8 h: this thread's rows of the 64-key tiles
+  const int kw0 = n0 + 64 * w;
+  int qlo[2], qhi[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t j = int64_t(kw0) + key_row + 8 * h;
+    qlo[h] = j < p.seqlen_k ? q_first(p, j) : p.seqlen_q;
+    qhi[h] = j < p.seqlen_k ? q_last(p, j) : -1;
+  }
+  // A query block [m0, m0 + 63] sees all 64 keys iff m0 >= wq_lo and m0 + 63 <= wq_hi.
+  const int wq_lo = kw0 + 63 < p.seqlen_k ? q_first(p, kw0 + 63) : INT_MAX;
+  const int wq_hi = q_last(p, kw0);
+
+  float dk[kD / 2], dv[kD / 2];
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) dk[i] = 0.f, dv[i] = 0.f;
+  const uint32_t k_base = smem_u32(s_k), v_base = smem_u32(s_v);
+  const uint32_t k_addr = k_base + 64 * w * 128, v_addr = v_base + 64 * w * 128;
+  // dQ's operands: dS^T rows (keys) dq_key0 .., K's column chunk dq_chunk.
+  const int dq_key0 = kD == 128 ? 0 : 64 * w;
+  const int dq_chunk = kD == 128 ? w : 0;
+  const int col = 2 * (lane % 4);
+
+  if (iters > 0) ptx::mbar_wait(kv_full, 0);
+  PipelineState<kStages> st;
+  for (int it = 0; it < iters; ++it, ++st) {
+    const int hq = hkv * p.group + it / m_count, m = m_lo + it % m_count, m0 = m * kBlockM;
+    const uint32_t q_addr = smem_u32(s_q + st.stage() * C::kQBytes);
+    const uint32_t do_addr = smem_u32(s_do + st.stage() * C::kQBytes);
+    float s[32], dp[32];
+    ring.consumer_wait(st);
+    ptx::wgmma_fence();
+    // S^T = K Q^T and dP^T = V dO^T: K-major operands; a k16 step is 32 bytes along a 128-byte
+    // swizzled row, a 64-wide D chunk a tile's chunk apart.
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const uint64_t da = ptx::make_smem_desc_sw128(k_addr + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 0, 1024);
+      const uint64_t db = ptx::make_smem_desc_sw128(q_addr + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 0, 1024);
+      ptx::wgmma_m64n64k16<T, false, false>(s, da, db, kk > 0);
+    }
+    ptx::wgmma_commit_group();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const uint64_t da = ptx::make_smem_desc_sw128(v_addr + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 0, 1024);
+      const uint64_t db = ptx::make_smem_desc_sw128(do_addr + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 0, 1024);
+      ptx::wgmma_m64n64k16<T, false, false>(dp, da, db, kk > 0);
+    }
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<1>();
+    ptx::wgmma_fence_operands(s);
+    if constexpr (kSoftcap) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] = tanh_ex2(s[i] * p.cap_in);
+    }
+    ptx::wgmma_wait_group<0>();
+    ptx::wgmma_fence_operands(dp);
+
+    const float* lse_s = s_lse + st.stage() * kBlockM + col;
+    const float* delta_s = s_delta + st.stage() * kBlockM + col;
+    if (m0 >= wq_lo && m0 + kBlockM - 1 <= wq_hi)
+      probs_and_ds<false, kSoftcap>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+    else
+      probs_and_ds<true, kSoftcap>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+
+    // P^T and dS^T as A fragments: n8 blocks 2 kk and 2 kk + 1 are k16 step kk.
+    uint32_t pa[4][4], da[4][4];
+    attn_hopper::pack_p<T, 64>(s, pa);
+    attn_hopper::pack_p<T, 64>(dp, da);
+    // dS^T [key][query] into this iteration's buffer, 128-byte swizzled rows (one row per key).
+    uint8_t* ds_buf = s_ds + (it & 1) * C::kDsBytes;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = 64 * w + key_row + 8 * (r % 2), q = 8 * (2 * kk + r / 2) + col;
+        *reinterpret_cast<uint32_t*>(ds_buf + ptx::swizzle_128b_offset(row, 2 * q)) = da[kk][r];
+      }
+    ptx::fence_proxy_async_smem();  // the generic-proxy writes before the wgmma (async proxy) reads
+
+    // dV += P^T dO and dK += dS^T Q: dO and Q are MN-major (D contiguous) B operands; a k16 step
+    // is 16 query rows = 2048 bytes, 64-wide D chunks a slot's chunk apart.
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      attn_hopper::wgmma_pv<T, kD>(dv, pa[kk], ptx::make_smem_desc_sw128(do_addr + kk * 2048, kBlockM * 128, 1024));
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      attn_hopper::wgmma_pv<T, kD>(dk, da[kk], ptx::make_smem_desc_sw128(q_addr + kk * 2048, kBlockM * 128, 1024));
+    ptx::wgmma_commit_group();
+
+    // dQ = dS K over this warpgroup's keys and columns, once every dS^T row it reads is written
+    // (D = 128: both warpgroups' rows; D = 64: its own).
+    if constexpr (kD == 128) ptx::named_barrier_sync(1, 256);
+    else ptx::named_barrier_sync(2 + w, 128);
+    float dq[32];
+    const uint32_t ds_addr = smem_u32(ds_buf);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < C::kDqKeys / 16; ++kk) {
+      const uint32_t key = dq_key0 + 16 * kk;
+      const uint64_t da_ = ptx::make_smem_desc_sw128(ds_addr + key * 128, C::kDsBytes, 1024);
+      const uint64_t db_ =
+          ptx::make_smem_desc_sw128(k_base + dq_chunk * kBlockN * 128 + key * 128, kBlockN * 128, 1024);
+      ptx::wgmma_m64n64k16<T, true, true>(dq, da_, db_, kk > 0);
+    }
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    ptx::wgmma_fence_operands(dq);
+    ptx::wgmma_fence_operands(dk);
+    ptx::wgmma_fence_operands(dv);
+    ring.consumer_release(st);  // every read of the slot (wgmma, lse, Delta) is done
+
+    // dq_acc[row][dq_chunk * 64 + column] += dq: rows key_row + 8 h of the query block.
+    float* acc = p.dq_acc + ((int64_t(b) * p.heads_q + hq) * p.sq_pad + m0 + key_row) * kD + dq_chunk * 64 + col;
+    int* turn = nullptr;
+    if (p.deterministic) {
+      const int rank = n_blk - first_key_block<C>(p, m);
+      turn = p.dq_turn + ((int64_t(b) * p.heads_q + hq) * (p.sq_pad / kBlockM) + m) * 2 + (kD == 128 ? w : 0);
+      const int mine = kD == 128 ? rank : 2 * rank + w;
+      if (t == 0)
+        while (ptx::ld_acquire_gpu(turn) < mine) __nanosleep(32);
+      ptx::named_barrier_sync(2 + w, 128);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ptx::red_add_v2(acc + 8 * h * kD + 8 * j, dq[4 * j + 2 * h], dq[4 * j + 2 * h + 1]);
+    if (p.deterministic) {
+      __threadfence();
+      ptx::named_barrier_sync(2 + w, 128);
+      if (t == 0) ptx::red_release_gpu_add(turn, 1);
+    }
+  }
+
+  // dK = scale * dK (the scores' scale; softcap's factor is in dS), dV as summed.
+  T* dK = static_cast<T*>(p.dk) + int64_t(b) * p.sdk.b + int64_t(hkv) * p.sdk.h;
+  T* dV = static_cast<T*>(p.dv) + int64_t(b) * p.sdv.b + int64_t(hkv) * p.sdv.h;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t j = int64_t(kw0) + key_row + 8 * h;
+    if (j >= p.seqlen_k) continue;
+#pragma unroll
+    for (int jj = 0; jj < kD / 8; ++jj) {
+      *reinterpret_cast<uint32_t*>(dK + j * p.sdk.s + 8 * jj + col) =
+          pack2<T>(p.scale * dk[4 * jj + 2 * h], p.scale * dk[4 * jj + 2 * h + 1]);
+      *reinterpret_cast<uint32_t*>(dV + j * p.sdv.s + 8 * jj + col) = pack2<T>(dv[4 * jj + 2 * h], dv[4 * jj + 2 * h + 1]);
+    }
+  }
+}
+
+// ---- prep and convert ----------------------------------------------------------------------
+
+template <class T>
+__device__ __forceinline__ float dot8(const uint4& x, const uint4& y) {
+  const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 a, b;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&xs[i]));
+      b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ys[i]));
+    } else {
+      a = __half22float2(*reinterpret_cast<const __half2*>(&xs[i]));
+      b = __half22float2(*reinterpret_cast<const __half2*>(&ys[i]));
+    }
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+  }
+  return acc;
+}
+
+// Delta = rowsum(dO o O) and lse * log2(e) per padded query row (zero past Sq): 8 threads per
+// row, 16 bytes of O and dO per thread and step.
+template <class T, int kD>
+__global__ void __launch_bounds__(256) attention_bwd_prep(const AttentionArgs a, int sq_pad, float* lse2,
+                                                          float* delta) {
+  const int64_t rows = a.batch * a.heads_q * sq_pad;
+  const int sub = threadIdx.x % 8;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  // A warp takes 4 rows per step; the loop bound is the warp's (the shuffles need all 32 lanes).
+  for (int64_t base = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 4; base < rows; base += warps * 4) {
+    const int64_t r = base + (threadIdx.x % 32) / 8;
+    const int64_t i = r % sq_pad, bh = r / sq_pad, h = bh % a.heads_q, b = bh / a.heads_q;
+    const bool valid = r < rows && i < a.seqlen_q;
+    float x = 0.f;
+    if (valid) {
+      const T* orow = attn::row_ptr(static_cast<const T*>(a.o), a.so, b, i, h);
+      const T* drow = attn::row_ptr(static_cast<const T*>(a.dout), a.sdo, b, i, h);
+#pragma unroll
+      for (int c = 0; c < kD / 64; ++c)
+        x += dot8<T>(*reinterpret_cast<const uint4*>(orow + 64 * c + 8 * sub),
+                     *reinterpret_cast<const uint4*>(drow + 64 * c + 8 * sub));
+    }
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    x += __shfl_xor_sync(0xffffffffu, x, 2);
+    x += __shfl_xor_sync(0xffffffffu, x, 4);
+    if (r < rows && sub == 0) {
+      delta[r] = valid ? x : 0.f;
+      lse2[r] = valid ? a.lse_in[bh * a.seqlen_q + i] * 1.4426950408889634f : 0.f;
+    }
+  }
+}
+
+// dq = scale * dq_acc in dq's dtype and strides, 8 elements (two float4 in, 16 bytes out) per step.
+template <class T, int kD>
+__global__ void __launch_bounds__(256) attention_bwd_dq_convert(const AttentionArgs a, int sq_pad,
+                                                                const float* dq_acc) {
+  const int64_t chunks = a.batch * a.heads_q * a.seqlen_q * (kD / 8);
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < chunks; e += int64_t(gridDim.x) * blockDim.x) {
+    const int d = static_cast<int>(e % (kD / 8)) * 8;
+    const int64_t r = e / (kD / 8), i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
+    const float4* src = reinterpret_cast<const float4*>(dq_acc + (bh * sq_pad + i) * kD + d);
+    const float4 x = src[0], y = src[1];
+    const float s = a.scale;
+    uint4 out;
+    out.x = pack2<T>(s * x.x, s * x.y);
+    out.y = pack2<T>(s * x.z, s * x.w);
+    out.z = pack2<T>(s * y.x, s * y.y);
+    out.w = pack2<T>(s * y.z, s * y.w);
+    *reinterpret_cast<uint4*>(attn::row_ptr(static_cast<T*>(a.out), a.sdq, b, i, h) + d) = out;
+  }
+}
+
+// ---- host ------------------------------------------------------------------------------------
+
+template <class T, int kD>
+void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
+  using C = Cfg<kD>;
+  const int sq_pad = static_cast<int>(ceil_div(a.seqlen_q, C::kBlockM) * C::kBlockM);
+  const int64_t rows_pad = a.batch * a.heads_q * int64_t(sq_pad);
+  // Workspace: [dq_acc f32 rows_pad x D][turn counters][lse2][delta], zeroed where it must be.
+  const int64_t acc_bytes = rows_pad * kD * 4;
+  const int64_t turn_bytes = ceil_div(rows_pad / C::kBlockM * 2 * 4, 256) * 256;
+  const int64_t stat_bytes = rows_pad * 4;
+  detail::StreamWorkspace ws(stream, "attention_v07_backward", size_t(acc_bytes + turn_bytes + 2 * stat_bytes));
+  char* base = static_cast<char*>(ws.get());
+  float* dq_acc = reinterpret_cast<float*>(base);
+  int* dq_turn = reinterpret_cast<int*>(base + acc_bytes);
+  float* lse2 = reinterpret_cast<float*>(base + acc_bytes + turn_bytes);
+  float* delta = lse2 + rows_pad;
+  HK_CHECK_CUDA(cudaMemsetAsync(base, 0, size_t(acc_bytes + (a.deterministic ? turn_bytes : 0)), stream));
+
+  attention_bwd_prep<T, kD><<<grid_for(ceil_div(rows_pad * 8, 256)), 256, 0, stream>>>(a, sq_pad, lse2, delta);
+  HK_CHECK_LAUNCH("attention_v07 prep");
+
+  BwdParams p{};
+  p.seqlen_q = static_cast<int>(a.seqlen_q), p.seqlen_k = static_cast<int>(a.seqlen_k), p.sq_pad = sq_pad;
+  p.heads_q = static_cast<int>(a.heads_q), p.group = static_cast<int>(a.heads_q / a.heads_kv);
+  p.window_left = a.window_left, p.window_right = a.window_right;
+  constexpr float kLog2e = 1.4426950408889634f;
+  p.scale = a.scale, p.scale_log2 = a.scale * kLog2e;
+  p.cap_in = a.softcap > 0.f ? a.scale / a.softcap : 0.f;
+  p.cap_out = a.softcap > 0.f ? a.softcap * kLog2e : 0.f;
+  p.lse2 = lse2, p.delta = delta, p.dq_acc = dq_acc, p.dq_turn = dq_turn;
+  p.dk = a.dk, p.dv = a.dv, p.sdk = a.sdk, p.sdv = a.sdv;
+  p.deterministic = a.deterministic ? 1 : 0;
+  const CUtensorMap mq = attn_hopper::operand_map(a.q, a.dtype, a.seqlen_q, a.heads_q, a.batch, kD, a.sq, C::kBlockM);
+  const CUtensorMap mk = attn_hopper::operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sk, C::kBlockN);
+  const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sv, C::kBlockN);
+  const CUtensorMap mdo =
+      attn_hopper::operand_map(a.dout, a.dtype, a.seqlen_q, a.heads_q, a.batch, kD, a.sdo, C::kBlockM);
+  auto kernel = a.softcap > 0.f ? attention_bwd_kernel<T, kD, true> : attention_bwd_kernel<T, kD, false>;
+  static const bool configured = [] {
+    for (auto k : {attention_bwd_kernel<T, kD, true>, attention_bwd_kernel<T, kD, false>})
+      HK_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  dim3 grid(static_cast<unsigned>(ceil_div(a.seqlen_k, C::kBlockN)), static_cast<unsigned>(a.heads_kv),
+            static_cast<unsigned>(a.batch));
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(mq, mk, mv, mdo, p);
+  HK_CHECK_LAUNCH("attention_v07 main");
+
+  attention_bwd_dq_convert<T, kD>
+      <<<grid_for(ceil_div(a.batch * a.heads_q * a.seqlen_q * (kD / 8), 256)), 256, 0, stream>>>(a, sq_pad, dq_acc);
+  HK_CHECK_LAUNCH("attention_v07 dq convert");
+}
+
+// What the kernels run ("" = all of p).
+inline std::string supports(const AttentionProblem& p) {
+  if (!p.backward) return "backward only (the Hopper forward is v05_wgmma_tma)";
+  // Packed variable-length problems carry two more inputs (cu_seqlens) and another layout.
+  if ((p.layout != AttentionLayout::kBSHD && p.layout != AttentionLayout::kBHSD) || p.inputs().size() != 6)
+    return "fixed-length bshd / bhsd problems only (no variable-length sequences)";
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "takes bf16 or f16";
+  if (p.head_dim != 64 && p.head_dim != 128)
+    return "built for D = 64 and 128, got D=" + std::to_string(p.head_dim);
+  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || p.seqlen_k == 0)
+    return "empty sequences run on the general rung (TMA extents are at least 1)";
+  if (std::string why = p.rows_16b(); !why.empty()) return why + " (TMA)";
+  if (p.batch > 65535 || p.heads_kv > 65535) return "B and Hkv must be at most 65535 (grid z and y)";
+  if (p.seqlen_q > INT32_MAX - 128 || p.seqlen_k > INT32_MAX - 128) return "sequence lengths must be below 2^31 - 128";
+  return "";
+}
+
+}  // namespace hk::attn_hopper_bwd

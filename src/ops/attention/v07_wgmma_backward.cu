@@ -1,0 +1,44 @@
+// attention/v07_wgmma_backward.cu
+//
+// Rung 7: the FlashAttention backward on Hopper's own machinery (hopper_attention_bwd.cuh),
+// FlashAttention-3's structure simplified. v04 computes the five products of the backward with
+// mma.sync from ldmatrix fragments, every warp copying its Q/dO tiles with cp.async. Here a CTA
+// keeps 128 keys of K and V in shared memory (TMA, once) while one producer thread streams
+// 64-row Q and dO blocks (and their lse, Delta) by TMA into a full/empty mbarrier ring; two
+// consumer warpgroups (64 keys each) run S^T = K Q^T and dP^T = V dO^T as wgmma from shared
+// memory, dV += P^T dO and dK += dS^T Q as wgmma with P^T and dS^T straight from registers, and
+// dQ = dS K as wgmma from a dS^T tile staged in shared memory, added to an f32 accumulator with
+// vector reductions (red.global.add.v2.f32); a last kernel scales and converts it.
+// deterministic: the dQ additions of each query block take turns in key-block order (a counter
+// per block, acquire/release), so every run rounds the same sums in the same order.
+// Adds over v04: TMA + mbarrier ring, wgmma from shared memory, P^T and dS^T as register
+// operands, a producer warpgroup beside two consumers, deterministic dQ without recomputation.
+// Measured: not yet measured.
+// Needs: sm_90a; bf16 or f16; D = 64 or 128; every operand 16-byte aligned with (b, s, h)
+// strides multiples of 8 elements; Sq, Sk >= 1; backward only.
+// Run:   hk bench attention --variant 'v0[47]*' --shape 2048x128x1
+#include "attention/hopper_attention_bwd.cuh"
+
+namespace hk {
+namespace {
+
+void attention_v07_launch(const AttentionArgs& a, cudaStream_t stream) {
+  attn::dispatch_16bit(a.dtype, "attention/v07_wgmma_backward", [&](auto t) {
+    using T = decltype(t);
+    if (a.head_dim == 64) attn_hopper_bwd::launch_bwd<T, 64>(a, stream);
+    else if (a.head_dim == 128) attn_hopper_bwd::launch_bwd<T, 128>(a, stream);
+    else HK_THROW(kNotSupported, "attention/v07_wgmma_backward: D = ", a.head_dim);
+  });
+}
+
+std::string attention_v07_supports(const AttentionProblem& p) { return attn_hopper_bwd::supports(p); }
+
+}  // namespace
+
+HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v07_wgmma_backward",
+                    "FlashAttention-3-style backward: K/V resident per 128-key CTA, Q/dO blocks by TMA into an "
+                    "mbarrier ring, the five products as wgmma (P^T, dS^T from registers), dQ by f32 vector "
+                    "reductions (deterministic: in key-block order)",
+                    90, kFlagProduction, attention_v07_supports, attention_v07_launch);
+
+}  // namespace hk

@@ -1,0 +1,153 @@
+// attention v07_wgmma_backward beyond the registry sweep: which problems it takes and what the
+// dispatch picks (CPU); on the GPU, problems with several 64-row query blocks and 128-key blocks
+// (Sq != Sk both ways, causal, windows, key blocks no query sees, GQA 4:1, softcap, f16, padded
+// operands and outputs) against the fp64 reference, atomic and deterministic, and the
+// deterministic mode bitwise repeatable.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention/attention_op.hpp"
+#include "bench/case.hpp"
+#include "core/host.hpp"
+#include "hk/hk.hpp"
+
+using hk::AttentionLayout;
+using hk::AttentionProblem;
+using hk::DType;
+
+namespace {
+
+const hk::Variant* v07() { return hk::Registry::get().variant("attention", "v07_wgmma_backward"); }
+
+struct Shape {
+  int64_t b, sq, sk, hq, hkv, d;
+  bool causal = false;
+  int64_t wl = -1, wr = -1;
+  double softcap = 0, scale = 0;
+  DType dtype = DType::kBF16;
+  int64_t pad = 0;  // extra elements per (s, h) row of every operand, outputs included
+  AttentionLayout layout = AttentionLayout::kBSHD;
+};
+
+std::shared_ptr<AttentionProblem> make(const Shape& s, bool deterministic) {
+  auto p = std::make_shared<AttentionProblem>(s.b, s.sq, s.sk, s.hq, s.hkv, s.d, s.dtype, true, s.layout);
+  p->causal = s.causal;
+  p->window_left = s.wl, p->window_right = s.wr;
+  p->softcap = s.softcap;
+  if (s.scale > 0) p->scale = s.scale;
+  p->deterministic = deterministic;
+  if (s.pad > 0) {
+    auto padded = [&](int64_t seq, int64_t heads) -> hk::AttnStrides {
+      const int64_t row = s.d + s.pad;
+      if (s.layout == AttentionLayout::kBSHD) return {seq * heads * row, heads * row, row};
+      return {heads * seq * row, row, seq * row};
+    };
+    p->str_q = p->str_o = p->str_do = p->str_dq = padded(s.sq, s.hq);
+    p->str_k = p->str_v = p->str_dk = p->str_dv = padded(s.sk, s.hkv);
+  }
+  return p;
+}
+
+std::vector<Shape> shapes() {
+  std::vector<Shape> v;
+  v.push_back({1, 400, 520, 4, 1, 128, true});                 // GQA 4:1, 7 query x 5 key blocks, Sq < Sk
+  v.push_back({1, 520, 400, 4, 1, 64, true});                  // Sq > Sk: the first 120 rows see no key
+  v.push_back({2, 333, 270, 8, 2, 64, false, 100, 20});        // window, Sq > Sk
+  v.push_back({1, 270, 333, 4, 1, 128, true, 70});             // causal with a left window
+  v.push_back({1, 100, 500, 4, 1, 128, false, 10, -1});        // key blocks 0-2: no query sees them
+  v.push_back({1, 256, 384, 2, 2, 128, false, -1, -1, 8.0, 0.5});  // softcap, large scores
+  v.push_back({1, 300, 300, 4, 1, 64, true, -1, -1, 0, 0, DType::kF16});
+  v.push_back({1, 200, 330, 4, 1, 128, true, -1, -1, 0, 0, DType::kF16});
+  Shape padded{2, 200, 330, 4, 1, 128, true};
+  padded.pad = 8, padded.layout = AttentionLayout::kBHSD;
+  v.push_back(padded);
+  Shape padded64{1, 129, 257, 8, 2, 64, false};
+  padded64.pad = 24;
+  v.push_back(padded64);
+  return v;
+}
+
+std::vector<std::vector<uint8_t>> download(const AttentionProblem& p, hk::bench::Case& c) {
+  std::vector<std::vector<uint8_t>> out;
+  hk::Operands ops = c.operands();
+  for (size_t o = 0; o < ops.out.size(); ++o) {
+    std::vector<uint8_t> bytes(hk::host::storage_bytes(p.outputs()[o]));
+    EXPECT_EQ(cudaMemcpy(bytes.data(), ops.out[o].data, bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(AttentionV07, SupportsAndDispatch) {
+  const hk::Variant* v = v07();
+  ASSERT_NE(v, nullptr);
+  EXPECT_TRUE(v->is(hk::kFlagProduction));
+  auto& reg = hk::Registry::get();
+  for (const Shape& s : shapes())
+    for (bool det : {false, true}) {
+      auto p = make(s, det);
+      EXPECT_EQ(v->supports(*p), "") << p->key();
+      EXPECT_EQ(reg.pick(*p).name(), "v07_wgmma_backward") << p->key();
+    }
+  auto declined = [&](AttentionProblem p, const std::string& part) {
+    const std::string why = v->supports(p);
+    EXPECT_NE(why.find(part), std::string::npos) << p.key() << ": \"" << why << "\"";
+  };
+  declined(AttentionProblem(1, 64, 64, 2, 2, 64, DType::kBF16, false), "backward only");
+  declined(AttentionProblem(1, 64, 64, 2, 2, 96, DType::kBF16, true), "D = 64 and 128");
+  declined(AttentionProblem(1, 64, 64, 2, 2, 32, DType::kF16, true), "D = 64 and 128");
+  declined(AttentionProblem(1, 64, 64, 2, 2, 64, DType::kF32, true), "bf16 or f16");
+  declined(AttentionProblem(1, 64, 0, 2, 2, 64, DType::kBF16, true), "empty");
+  AttentionProblem rows3(1, 100, 100, 2, 1, 64, DType::kBF16, true);
+  rows3.str_k = {100 * 67, 67, 67};  // rows of 67 elements: not 16-byte multiples
+  declined(rows3, "multiples of 8");
+  AttentionProblem mis(1, 64, 64, 2, 2, 128, DType::kBF16, true);
+  mis.align_bytes = 8;
+  declined(mis, "aligned");
+  // what the public backward runs instead
+  EXPECT_EQ(reg.pick(rows3).name(), "v02_online_softmax");
+  EXPECT_EQ(reg.pick(AttentionProblem(1, 64, 64, 2, 2, 96, DType::kBF16, true)).name(), "v04_fa2_backward");
+}
+
+// Every shape, atomic and deterministic dQ, against the fp64 reference.
+TEST(AttentionV07, SeveralBlocksMasksGqaAndPaddingMatchTheReference) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  uint64_t seed = 31;
+  for (const Shape& s : shapes())
+    for (bool det : {false, true}) {
+      auto p = make(s, det);
+      hk::bench::Case c(p, seed++);
+      auto r = c.run_and_check(*v07());
+      EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
+    }
+}
+
+// deterministic = true: the same bytes on every run (dQ's additions take turns in key-block
+// order; dK and dV are summed in registers).
+TEST(AttentionV07, DeterministicIsBitwiseRepeatable) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  for (const Shape& s : {Shape{2, 520, 520, 8, 2, 64, true}, Shape{1, 450, 700, 8, 2, 128, false},
+                         Shape{1, 100, 500, 4, 1, 64, false, 10, -1}})
+  {
+    auto p = make(s, true);
+    hk::bench::Case c(p, 77);
+    std::vector<std::vector<uint8_t>> first;
+    for (int run = 0; run < 3; ++run) {
+      auto r = c.run_and_check(*v07());
+      EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
+      auto bytes = download(*p, c);
+      if (run == 0) first = bytes;
+      else
+        for (size_t o = 0; o < bytes.size(); ++o)
+          EXPECT_TRUE(bytes[o] == first[o]) << p->key() << " output " << o << " differs on run " << run;
+    }
+  }
+}
