@@ -7,7 +7,9 @@ the outputs agree, then times forward (under ``torch.no_grad``) and forward + ba
 eager and ``torch.compile``, all candidates interleaved in one process (``bench.time_interleaved``:
 sample r of every candidate before sample r + 1 of any, the L2 swept and a spin kernel queued
 before each sample). Then a ``torch.profiler`` pass per model and per direction lists the kernels
-by device time: which kernels dominate the forward and the backward of each.
+by device time: which kernels dominate the forward and the backward of each. ``--models swiglu
+rope`` times the block's two element-wise ops alone at its shapes (``hk.swiglu`` on the gate/up
+output, ``hk.rope`` on the q heads of the QKV output) against their PyTorch formulas.
 
 The JSON document (kind "hk-block-bench") holds the configuration, one row per (model, pass,
 candidate) with ``median_us``, ``tokens_per_s`` and ``speedup_vs_torch`` (eager PyTorch is the
@@ -35,11 +37,41 @@ def _median(v: list[float]) -> float:
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
+def _op_modules(cfg: argparse.Namespace, which: str):
+    """The block's own element-wise ops alone, at its shapes, as (hopperkit, PyTorch) modules:
+    "swiglu" on the gate/up output [B, S, 2F], "rope" on the q heads of the QKV output."""
+    import hopperkit as hk
+    from . import reference_model as ref
+    from .nn import _block_dims
+
+    hq, _, dh, _ = _block_dims(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, None)
+
+    class Op(torch.nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x):
+            return self.fn(x)
+
+    if which == "swiglu":
+        def eager(x):
+            f = x.shape[-1] // 2
+            return torch.nn.functional.silu(x[..., :f]) * x[..., f:]
+
+        return Op(hk.swiglu), Op(eager)
+    cos, sin = hk.rope_tables(cfg.seq, dh, cfg.theta, device=cfg.device)
+    return (Op(lambda qkv: hk.rope(qkv[:, :, :hq], cos, sin)),
+            Op(lambda qkv: ref.apply_rope(qkv[:, :, :hq], cos, sin)))
+
+
 def _models(cfg: argparse.Namespace, which: str):
-    """(hopperkit model, reference model, make_inputs, step functions) for "block" or "lm"."""
+    """(hopperkit model, reference model) for "block", "lm", or one of the ops ("swiglu", "rope")."""
     import hopperkit as hk
     from . import reference_model as ref
 
+    if which in ("swiglu", "rope"):
+        return _op_modules(cfg, which)
     torch.manual_seed(0)
     common = dict(head_dim=None, rotary_dim=None, rope_theta=cfg.theta, device=cfg.device, dtype=torch.bfloat16)
     if which == "block":
@@ -60,6 +92,14 @@ def _models(cfg: argparse.Namespace, which: str):
 
 def _inputs(cfg: argparse.Namespace, which: str) -> dict:
     g = torch.Generator(device=cfg.device).manual_seed(1)
+    if which in ("swiglu", "rope"):
+        from .nn import _block_dims
+
+        hq, hkv, dh, ffn = _block_dims(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, None)
+        shape = (cfg.batch, cfg.seq, 2 * ffn) if which == "swiglu" else (cfg.batch, cfg.seq, hq + 2 * hkv, dh)
+        out = (cfg.batch, cfg.seq, ffn) if which == "swiglu" else (cfg.batch, cfg.seq, hq, dh)
+        x = torch.randn(shape, device=cfg.device, dtype=torch.bfloat16, generator=g)
+        return {"x": x, "dy": torch.randn(out, device=cfg.device, dtype=torch.bfloat16, generator=g)}
     if which == "block":
         x = torch.randn(cfg.batch, cfg.seq, cfg.dim, device=cfg.device, dtype=torch.bfloat16, generator=g)
         return {"x": x, "dy": torch.randn_like(x)}
@@ -70,7 +110,7 @@ def _inputs(cfg: argparse.Namespace, which: str) -> dict:
 
 def _steps(model: Any, which: str, inp: dict) -> tuple[Callable, Callable]:
     """(forward under no_grad, forward + backward) closures for one model."""
-    if which == "block":
+    if which != "lm":
         x, dy = inp["x"], inp["dy"]
         xg = x.detach().requires_grad_(True)
 
@@ -79,7 +119,8 @@ def _steps(model: Any, which: str, inp: dict) -> tuple[Callable, Callable]:
                 return model(x)
 
         def fwd_bwd():
-            model.zero_grad(set_to_none=True)
+            if list(model.parameters()):
+                model.zero_grad(set_to_none=True)
             xg.grad = None
             y = model(xg)
             y.backward(dy)
@@ -107,8 +148,10 @@ def _agreement(ours: Any, theirs: Any, which: str, inp: dict) -> dict:
         if which == "block":
             x = inp["x"]
             a, b = (ours(x) - x).float(), (theirs(x) - x).float()
-        else:
+        elif which == "lm":
             a, b = ours(inp["tokens"]).float(), theirs(inp["tokens"]).float()
+        else:
+            a, b = ours(inp["x"]).float(), theirs(inp["x"]).float()
     rel = ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
     err = (a - b).abs().max().item()
     return {"rel_err": rel, "max_abs_err": err, "status": "ok" if rel < 5e-2 else f"FAIL: rel err {rel:.3g}"}
@@ -149,8 +192,9 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
     out["forward"] = _kernel_table(prof, top)
     losses = []
     for _ in range(iters):
-        model.zero_grad(set_to_none=True)
-        if which == "block":
+        if list(model.parameters()):
+            model.zero_grad(set_to_none=True)
+        if which != "lm":
             x = inp["x"].detach().requires_grad_(True)
             losses.append((model(x), inp["dy"]))
         else:
@@ -267,7 +311,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=4, help="blocks of the LM")
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--theta", type=float, default=10000.0)
-    ap.add_argument("--models", nargs="+", choices=["block", "lm"], default=["block", "lm"])
+    ap.add_argument("--models", nargs="+", choices=["block", "lm", "swiglu", "rope"], default=["block", "lm"],
+                    help="what to time: the block, the LM, or one of the block's ops alone at its shapes")
     ap.add_argument("--samples", type=int, default=10, help="timed samples per candidate")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
     ap.add_argument("--no-fuse-residual", dest="fuse_residual", action="store_false",

@@ -361,7 +361,7 @@ def test_block_bench_helpers_on_cpu(torch_mod):
     cfg = bb.parse_args(["--dim", "128", "--heads", "4", "--kv-heads", "2", "--seq", "32", "--batch", "2",
                          "--layers", "2", "--vocab", "300"])
     cfg.device = "cpu"
-    for which in ("block", "lm"):
+    for which in ("block", "lm", "swiglu", "rope"):
         ours, theirs = bb._models(cfg, which)
         assert ours.state_dict().keys() == theirs.state_dict().keys()
         inp = bb._inputs(cfg, which)
