@@ -212,7 +212,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     torch): query head h reads key/value head h // (Hq / Hkv), never an expanded copy.
     Not supported (the error says so): ``attn_mask`` (pass None; causal masks through
     ``is_causal``, windows and softcap through ``hk.attention``), ``dropout_p`` != 0, a value head
-    dim different from the query's, tensors of other than 4 dims. Differentiable in q, k, v.
+    dim different from the query's, ``scale`` <= 0, tensors of other than 4 dims. Differentiable
+    in q, k, v.
     """
     op = "hk.scaled_dot_product_attention"
     if attn_mask is not None:
@@ -226,6 +227,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     if value.shape[-1] != query.shape[-1]:
         raise NotImplementedError(f"{op}: value's head dim {value.shape[-1]} differs from query's "
                                   f"{query.shape[-1]}; only equal head dims are supported")
+    if scale is not None and not scale > 0:
+        raise NotImplementedError(f"{op}: scale={scale} is not supported; only scales > 0 (or None: 1/sqrt(D))")
     hq, hkv = query.shape[1], key.shape[1]
     if hq != hkv and not enable_gqa:
         raise ValueError(f"{op}: query has {hq} heads but key and value have {hkv}; pass enable_gqa=True for "

@@ -350,6 +350,8 @@ def test_sdpa_refuses_what_it_does_not_implement():
         hk.scaled_dot_product_attention(q, q, np.zeros((1, 4, 5, 16), np.float16))
     with pytest.raises(ValueError, match="4 dimensions"):
         hk.scaled_dot_product_attention(q[0], q[0], q[0])
+    with pytest.raises(NotImplementedError, match="scale"):
+        hk.scaled_dot_product_attention(q, q, q, scale=0.0)
 
 
 # ---- GPU: varlen and SDPA against torch -------------------------------------------------------
