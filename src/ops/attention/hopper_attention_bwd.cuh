@@ -175,7 +175,7 @@ __device__ __forceinline__ void probs_and_ds(const BwdParams& p, float (&s)[32],
 
 template <class T, int kD, bool kSoftcap>
 __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
-    attention_bwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+    attention_v07_bwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
                          const BwdParams p) {
   using C = Cfg<kD>;
@@ -417,7 +417,7 @@ __device__ __forceinline__ float dot8(const uint4& x, const uint4& y) {
 // Delta = rowsum(dO o O) and lse * log2(e) per padded query row (zero past Sq): 8 threads per
 // row, 16 bytes of O and dO per thread and step.
 template <class T, int kD>
-__global__ void __launch_bounds__(256) attention_bwd_prep(const AttentionArgs a, int sq_pad, float* lse2,
+__global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a, int sq_pad, float* lse2,
                                                           float* delta) {
   const int64_t rows = a.batch * a.heads_q * sq_pad;
   const int sub = threadIdx.x % 8;
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(256) attention_bwd_prep(const AttentionArgs a,
 
 // dq = scale * dq_acc in dq's dtype and strides, 8 elements (two float4 in, 16 bytes out) per step.
 template <class T, int kD>
-__global__ void __launch_bounds__(256) attention_bwd_dq_convert(const AttentionArgs a, int sq_pad,
+__global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionArgs a, int sq_pad,
                                                                 const float* dq_acc) {
   const int64_t chunks = a.batch * a.heads_q * a.seqlen_q * (kD / 8);
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < chunks; e += int64_t(gridDim.x) * blockDim.x) {
@@ -485,7 +485,7 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   float* delta = lse2 + rows_pad;
   HK_CHECK_CUDA(cudaMemsetAsync(base, 0, size_t(acc_bytes + (a.deterministic ? turn_bytes : 0)), stream));
 
-  attention_bwd_prep<T, kD><<<grid_for(ceil_div(rows_pad * 8, 256)), 256, 0, stream>>>(a, sq_pad, lse2, delta);
+  attention_v07_prep<T, kD><<<grid_for(ceil_div(rows_pad * 8, 256)), 256, 0, stream>>>(a, sq_pad, lse2, delta);
   HK_CHECK_LAUNCH("attention_v07 prep");
 
   BwdParams p{};
@@ -504,9 +504,9 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sv, C::kBlockN);
   const CUtensorMap mdo =
       attn_hopper::operand_map(a.dout, a.dtype, a.seqlen_q, a.heads_q, a.batch, kD, a.sdo, C::kBlockM);
-  auto kernel = a.softcap > 0.f ? attention_bwd_kernel<T, kD, true> : attention_bwd_kernel<T, kD, false>;
+  auto kernel = a.softcap > 0.f ? attention_v07_bwd_kernel<T, kD, true> : attention_v07_bwd_kernel<T, kD, false>;
   static const bool configured = [] {
-    for (auto k : {attention_bwd_kernel<T, kD, true>, attention_bwd_kernel<T, kD, false>})
+    for (auto k : {attention_v07_bwd_kernel<T, kD, true>, attention_v07_bwd_kernel<T, kD, false>})
       HK_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
     return true;
   }();
@@ -516,7 +516,7 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(mq, mk, mv, mdo, p);
   HK_CHECK_LAUNCH("attention_v07 main");
 
-  attention_bwd_dq_convert<T, kD>
+  attention_v07_dq_convert<T, kD>
       <<<grid_for(ceil_div(a.batch * a.heads_q * a.seqlen_q * (kD / 8), 256)), 256, 0, stream>>>(a, sq_pad, dq_acc);
   HK_CHECK_LAUNCH("attention_v07 dq convert");
 }
