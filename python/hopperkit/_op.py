@@ -105,7 +105,8 @@ def _flat(outputs: Any) -> list:
 def rows_layout_ok(t: Any) -> bool:
     """Whether the row-wise kernels take torch tensor ``t`` as it is: its last dim contiguous and
     its leading dims collapsing into one row stride at least the row length (a batch of padded
-    rows), as src/common/row_layout.hpp and row_checks.hpp accept. Vectors must be contiguous."""
+    rows), as rows::layout and rows::check_matrix in src/common/rows.hpp accept. Vectors must be
+    contiguous."""
     if t.numel() == 0 or t.dim() == 0:
         return True
     shape, strides = t.shape, t.stride()

@@ -1,21 +1,99 @@
-// common/rows.cuh — device building blocks of the row-wise families (row_sum, softmax).
+// common/rows.cuh — device side of the row module: how the memory-bound rungs (softmax,
+// rmsnorm, row_sum, weighted_sum, row_scale_relu) read, reduce and write rows of a [..., D]
+// operand described by a rows::Layout (common/rows.hpp, docs/design.md §9).
 //
-// A row (or a slice of one) may start at any element: rows of odd length packed back to back
-// (T = 4097) and padded strided rows start at every 16-byte phase. RowSplit cuts a row into
-// scalar head | whole 16-byte vectors | scalar tail, so the body always moves as LDG.128 and
-// no row needs a particular length or stride. The head and tail (at most 2 (kV - 1) elements)
-// are owned by the first lanes of the group that works on the row.
+// A row is D contiguous elements starting `ld` elements after the previous one; it moves as
+// 16-byte vectors (Vec<T, kVec16<T>>). Where a row starts decides how:
+//   aligned starts (base and ld * sizeof(T) % 16 == 0): vector k of a row is elements
+//     [k kV, (k + 1) kV); only the last may be partial (load_row_vec / store_row_vec read and
+//     write it element by element; kAny reads another operand at the output's phase);
+//   any start: RowSplit peels the row into scalar head | whole 16-byte vectors | scalar tail,
+//     so the body always moves as LDG.128 (rows of odd length packed back to back, T = 4097,
+//     and padded strided rows start at every 16-byte phase);
+//   a row held in registers by a block (pipelined rows): thread t owns vectors t, t + kThreads,
+//     ... of every row (load_slice), whole ones only.
+// Then the row-wise reductions (a warp, a row group, the block) and the second kernel that sums
+// per-block f32 partials of split rows.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
+#include "common/launch.cuh"
+#include "common/ptx/named_barrier.cuh"
 #include "common/reduce.cuh"
-#include "common/rowwise.cuh"  // load_keep
+#include "common/rows.hpp"
+#include "common/stream_scratch.hpp"
 #include "common/vec.cuh"
 
 namespace hk {
 
+// ---- 16-byte loads with a cache policy --------------------------------------------------------
+
+// 16-byte load through the read-only cache with the default (keep) policy: for operands every
+// row reuses (g, w), unlike load_stream's evict-first hint for data touched once.
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> load_keep(const T* p) {
+  static_assert(sizeof(T) * N == 16, "load_keep moves exactly 16 bytes");
+  uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  return *reinterpret_cast<Vec<T, N>*>(&raw);
+}
+
+// load_keep of an operand read at its own 16-byte phase (kAny false) or at another operand's
+// (kAny true: load_vec_any with the keep policy).
+template <bool kAny, class T, int N>
+__device__ __forceinline__ Vec<T, N> load_keep_at(const T* p) {
+  if constexpr (kAny) return load_vec_any<T, N, true>(p);
+  else return load_keep<T, N>(p);
+}
+
+// load_keep as a volatile asm: it stays in program order with the opaque() asms below, so
+// ptxas cannot hoist every per-column load of an unrolled row loop to the top (4 registers per
+// vector held until use).
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> load_keep_ordered(const T* p) {
+  static_assert(sizeof(T) * N == 16, "load_keep_ordered moves exactly 16 bytes");
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return *reinterpret_cast<Vec<T, N>*>(&r);
+}
+
+// A whole 16-byte vector at a 16-byte aligned `p`: evict-first (kStream) or keep.
+template <bool kStream, class T>
+__device__ __forceinline__ Vec<T, kVec16<T>> load_vec16(const T* p) {
+  if constexpr (kStream) return load_stream<T, kVec16<T>>(p);
+  else return load_keep<T, kVec16<T>>(p);
+}
+
+// ---- rows with aligned starts: vector col / N, partial at the tail ------------------------------
+
+// Vector `col / N` of a row: a 16-byte load when whole, element loads (zero-filled) at the tail.
+// kKeep selects load_keep (reused operands) over load_stream (streamed once); kAny a row at any
+// alignment (load_vec_any: the widest loads the address allows).
+template <class T, int N, bool kKeep = false, bool kAny = false>
+__device__ __forceinline__ Vec<T, N> load_row_vec(const T* row, int64_t col, int64_t dim) {
+  if (col + N <= dim) return kKeep ? load_keep_at<kAny, T, N>(row + col) : load_stream_at<kAny, T, N>(row + col);
+  Vec<T, N> v;
+#pragma unroll
+  for (int k = 0; k < N; ++k) v.v[k] = col + k < dim ? row[col + k] : from_f32<T>(0.f);
+  return v;
+}
+
+template <class T, int N, bool kAny = false>
+__device__ __forceinline__ void store_row_vec(T* row, int64_t col, int64_t dim, const Vec<T, N>& v) {
+  if (col + N <= dim) {
+    store_stream_at<kAny, T, N>(row + col, v);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (col + k < dim) row[col + k] = v.v[k];
+}
+
+// ---- rows with any start: peeled head | 16-byte body | tail -------------------------------------
+
+// The head and tail (at most 2 (kV - 1) elements) are owned by the first lanes of the group that
+// works on the row.
 struct RowSplit {
   int64_t head;  // scalars before the first 16-byte boundary
   int64_t nvec;  // whole 16-byte vectors after them
@@ -36,14 +114,120 @@ __device__ __forceinline__ RowSplit row_split(const T* row, int64_t n) {
   return {head, nvec, n - head - nvec * kV};
 }
 
-template <bool kStream, class T>
-__device__ __forceinline__ Vec<T, kVec16<T>> load_row_vec(const T* p) {
-  if constexpr (kStream) return load_stream<T, kVec16<T>>(p);
-  else return load_keep<T, kVec16<T>>(p);
+// ---- a row held in registers by a block (the pipelined row rungs) -------------------------------
+//
+// A block of kThreads owns whole rows of D elements; thread t owns the kPer 16-byte vectors
+// t, t + kThreads, ... of every row, so a per-column operand (w) can stay in its registers and
+// the next row's slice can be loaded while this row is reduced. Needs 16-byte aligned row
+// starts and D a multiple of 16 bytes: every vector of a row is whole or wholly past D. The
+// launch shape and limits (kThreads, kMaxPer, refusal, suits) are host-side, in common/rows.hpp.
+// NOTE: a partial last vector read element by element cost 12 registers of tail state (this
+// row's, the next row's and the per-column operand's) on every thread, enough to spill at 80.
+
+namespace pipelined_rows {
+
+// Blocks per SM the register budget is held to: kPer <= 4 in 64 registers (4 blocks, 1024
+// threads); kPer 8 in 128 (2 blocks). NOTE: 3 blocks at kPer 8 (80 registers) spills for the
+// 16-bit types.
+template <int kPer>
+constexpr int kMinBlocks = kPer <= 4 ? 4 : 2;
+
+// Calls launch(std::integral_constant<int, kPer>{}) with the fewest vectors per thread that
+// cover a row of `cols` elements of T: registers (and so occupancy) follow kPer.
+template <class T, class F>
+void dispatch_per(int64_t cols, F&& launch) {
+  const int64_t per = (((cols + kVec16<T> - 1) / kVec16<T>) + kThreads - 1) / kThreads;
+  if (per <= 1) launch(std::integral_constant<int, 1>{});
+  else if (per <= 2) launch(std::integral_constant<int, 2>{});
+  else if (per <= 4) launch(std::integral_constant<int, 4>{});
+  else launch(std::integral_constant<int, kMaxPer>{});
 }
 
+}  // namespace pipelined_rows
+
+// Bit k set: this thread's vector k (elements (tid + kThreads k) * kV ...) lies inside D.
+template <class T, int kPer, int kThreads>
+__device__ __forceinline__ unsigned whole_vectors(int64_t dim) {
+  unsigned m = 0;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+    if ((int64_t(threadIdx.x) + k * kThreads + 1) * kVec16<T> <= dim) m |= 1u << k;
+  return m;
+}
+
+// (kPer) 16-byte vectors of `row` owned by this thread: the ones inside D as one load each at
+// a fixed offset from one pointer (LDG.128 [R + imm]), zero past D.
+// NOTE: no element-wise fallback inside this unrolled loop: one made ptxas keep kPer x kV
+// scalar registers live (117 registers at bf16 kPer 4 instead of ~70).
+template <class T, int kPer, int kThreads, bool kKeep>
+__device__ __forceinline__ void load_slice(Vec<T, kVec16<T>> (&v)[kPer], const T* row, unsigned whole) {
+  constexpr int kV = kVec16<T>;
+  const T* p = row + threadIdx.x * kV;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const T* q = p + k * kThreads * kV;
+    if ((whole >> k) & 1u) v[k] = kKeep ? load_keep<T, kV>(q) : load_stream<T, kV>(q);
+    else
+#pragma unroll
+      for (int j = 0; j < kV; ++j) v[k].v[j] = from_f32<T>(0.f);
+  }
+}
+
+// The N elements of `v` as f32. bf16 widens by bit position (a bf16 is the high half of an
+// f32): a shift or a mask per element on the packed 32-bit words, which lets ptxas keep a bf16
+// slice packed until each element is used (per-element cvt made it hold unpacked copies and
+// spill at 80 registers).
+template <class T, int N>
+__device__ __forceinline__ void widen(const Vec<T, N>& v, float (&f)[N]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const uint32_t* p = reinterpret_cast<const uint32_t*>(&v);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      f[2 * i] = __uint_as_float(p[i] << 16);
+      f[2 * i + 1] = __uint_as_float(p[i] & 0xFFFF0000u);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) f[j] = to_f32(v.v[j]);
+  }
+}
+
+// widen() through different instructions (PRMT byte permutes instead of SHF/LOP3) for a second
+// pass over a bf16 slice. NOTE: opaque() is an empty asm, so ptxas (after NVVM) still sees the
+// same registers and shares the second pass's widening with the first, keeping the slice live
+// as f32 across a reduction; different instructions cannot be shared, so the first pass's f32
+// copies die after it (a sweep of row kernels, 2026-11-29: what kept the smem-dg backward in 64 registers).
+template <class T, int N>
+__device__ __forceinline__ void widen_alt(const Vec<T, N>& v, float (&f)[N]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const uint32_t* p = reinterpret_cast<const uint32_t*>(&v);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      f[2 * i] = __uint_as_float(__byte_perm(p[i], 0u, 0x1044));
+      f[2 * i + 1] = __uint_as_float(__byte_perm(p[i], 0u, 0x3244));
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) f[j] = to_f32(v.v[j]);
+  }
+}
+
+// Makes `v`'s bits opaque to the compiler (an empty asm that "may change" them), so it cannot
+// hoist or share an f32 conversion of a slice across a loop or a reduction: converted, the
+// slice would take twice the registers (bf16: 32 instead of 16 at kPer 4), costing a block per
+// SM. Converting again is one shift or mask per element, far below the issue rate a
+// memory-bound row needs.
+template <class T, int N>
+__device__ __forceinline__ void opaque(Vec<T, N>& v) {
+  uint4& u = *reinterpret_cast<uint4*>(&v);
+  asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w));
+}
+
+// ---- row-wise reductions ------------------------------------------------------------------------
+
 // Sum of row[0, n) over the `lane`-th of `nlanes` cooperating threads (this thread's share
-// only; the caller reduces across lanes). kUnroll 16-byte loads are issued before any is used.
+// only; the caller reduces across lanes), any row start (RowSplit). kUnroll 16-byte loads are
+// issued before any is used.
 template <int kUnroll, bool kStream, class T>
 __device__ __forceinline__ float row_partial_sum(const T* __restrict__ row, int64_t n, int lane, int nlanes) {
   constexpr int kV = kVec16<T>;
@@ -56,7 +240,7 @@ __device__ __forceinline__ float row_partial_sum(const T* __restrict__ row, int6
   for (; i + int64_t(kUnroll - 1) * nlanes < s.nvec; i += int64_t(kUnroll) * nlanes) {
     V v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = load_row_vec<kStream>(body + (i + int64_t(u) * nlanes) * kV);
+    for (int u = 0; u < kUnroll; ++u) v[u] = load_vec16<kStream>(body + (i + int64_t(u) * nlanes) * kV);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float part = 0.f;  // pairwise within the vector: shorter dependency chains than acc += ...
@@ -66,11 +250,34 @@ __device__ __forceinline__ float row_partial_sum(const T* __restrict__ row, int6
     }
   }
   for (; i < s.nvec; i += nlanes) {
-    V v = load_row_vec<kStream>(body + i * kV);
+    V v = load_vec16<kStream>(body + i * kV);
 #pragma unroll
     for (int k = 0; k < kV; ++k) acc += to_f32(v.v[k]);
   }
   return acc;
+}
+
+// y[r] = the sum of row r for every row, a warp per row, the warps of kThreads-thread blocks
+// striding over the grid: short rows (a few vectors per lane), any row start.
+template <int kThreads, int kUnroll, class T>
+__device__ __forceinline__ void warp_row_sums(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols,
+                                              int64_t ldx) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
+    float acc = warp_reduce(row_partial_sum<kUnroll, true>(x + r * ldx, cols, lane, 32), SumOp{});
+    if (lane == 0) y[r] = from_f32<T>(acc);
+  }
+}
+
+// Sum over a row group of kGroup threads: a warp (32) or the whole block (kGroup == kThreads).
+// Every thread of the group receives the result. The block form must be reached by every
+// thread of the block (the callers' row loops are block-uniform when kGroup == kThreads).
+template <int kGroup, int kThreads>
+__device__ __forceinline__ float group_sum(float v) {
+  static_assert(kGroup == 32 || kGroup == kThreads, "a row group is a warp or the whole block");
+  if constexpr (kGroup == 32) return warp_reduce(v, SumOp{});
+  else return block_reduce<kThreads>(v, SumOp{});
 }
 
 // Reduction over a block of any multiple of 32 threads (blockDim chosen at launch); every
@@ -88,141 +295,85 @@ __device__ __forceinline__ float block_reduce_any(float v, Op op) {
   return warp_reduce(v, op);
 }
 
-// Elements of a row held in registers per thread per operand by the on-chip softmax rungs.
-// NOTE: two f32 operands of 32 each (64 registers of data) spill at 512 threads (128 registers
-// per thread at most), so backward f32 holds 16.
-template <class T, bool kTwoOperands>
-constexpr int kOnChipElems = (kTwoOperands && sizeof(T) == 4) ? 16 : 32;
-
-// ---- softmax statistics ------------------------------------------------------------------
-// exp(x - m) = exp2((x - m) * log2 e): MUFU.EX2 is the hardware exponential. It flushes results
-// below 2^-126 to zero; that is all ex2.approx.ftz costs (one MUFU), where exp2f's IEEE
-// subnormal results wrap it in three more instructions (FSETP, two predicated FMULs).
-constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ float ex2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
+// Block-wide reduction through one barrier; every thread receives the result. `slot` is
+// [kThreads / 32] shared floats that no thread may write again before the block's next barrier:
+// callers alternate two slots by row parity, so a fast warp's next-row partials never overwrite
+// ones a slow warp is still reading (v02-style reductions pay a second barrier for that).
+template <int kThreads, class Op>
+__device__ __forceinline__ float block_reduce_slot(float v, Op op, float* slot) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  v = warp_reduce(v, op);
+  if (lane == 0) slot[warp] = v;
+  __syncthreads();
+  return warp_reduce(lane < kThreads / 32 ? slot[lane] : Op::kIdentity, op);
 }
 
-// For sums and rescale factors, whose flushed terms are < 2^-126 against a sum >= 1. Scaling
-// the difference (not x and m separately) keeps x - m exact for the values that matter, so
-// large |x| (1e4) loses nothing to the prescale.
-__device__ __forceinline__ float exp_shifted(float x, float m) { return ex2_ftz((x - m) * kLog2e); }
-
-// Output exponentials carry a factor 2^kExpBias (RowExp) that the row's inverse sum takes
-// back: a sum of biased terms (v02, v05) carries it too, an unbiased one (the online rungs) is
-// multiplied by kUnbias. y = e * inv then stays exact down to subnormal outputs: e is flushed
-// only below 2^-126 before the bias, where y < 2^-158, far under every dtype's absolute
-// tolerance; e <= 2^32.5 and sums of up to 2^31 such terms stay far from overflow.
-constexpr float kExpBias = 32.f;
-constexpr float kUnbias = 1.f / 4294967296.f;  // 2^-kExpBias
-
-// 1 / sum in one MUFU.RCP (rcp.approx, 1 ulp) instead of a division's ~10 instructions per
-// row: sums here are >= 1 (>= 2^31.5 biased), +inf or NaN, never subnormal.
-__device__ __forceinline__ float inv_sum(float sum) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(sum));
-  return r;
+// Sum over a row group of kGroup threads (a multiple of 32) of a block of kGroups such groups
+// (group g: threads g * kGroup ...), through one barrier: __syncthreads() for one group, else
+// named barrier g + 1 of kGroup threads, so groups walk their rows independently. Every thread
+// of the group receives the result. `slot` is this group's [kGroup / 32] floats, alternated by
+// the caller between two per row parity as in block_reduce_slot.
+template <int kGroup, int kGroups>
+__device__ __forceinline__ float group_reduce_slot(float v, float* slot) {
+  static_assert(kGroup % 32 == 0 && kGroups >= 1 && kGroups <= 15, "warp-multiple groups; barriers 1..15");
+  const int warp = (threadIdx.x % kGroup) / 32, lane = threadIdx.x % 32;
+  v = warp_reduce(v, SumOp{});
+  if (lane == 0) slot[warp] = v;
+  if constexpr (kGroups == 1) __syncthreads();
+  else ptx::named_barrier_sync(int(threadIdx.x / kGroup) + 1, kGroup);
+  return warp_reduce(lane < kGroup / 32 ? slot[lane] : 0.f, SumOp{});
 }
 
-// exp(x - m) * 2^kExpBias for a row whose max is m.
-// kFolded: one FFMA, x * log2e + (kExpBias - m * log2e). The constant's rounding error d is the
-// same for every element of the row, so it cancels between a sum and the outputs taken with
-// the same RowExp (v02, v05: both passes), provided |d| stays small: |m| <= kFoldMax keeps
-// |m log2e| < 2^24, d <= 0.5. Not for the online rungs, whose sums use exp_shifted.
-// Exact: (x - m) then one FFMA with log2e and the bias (FADD, FFMA), for any m, including the
-// NaN and +-inf maxima of special rows (their NaN outputs come from x - m as in the reference).
-constexpr float kFoldMax = 8388608.f;  // 2^23
-
-template <bool kFolded>
-struct RowExp {
-  float m;  // the row max
-  float b;  // kFolded: kExpBias - m log2e
-  __device__ __forceinline__ float operator()(float x) const {
-    if constexpr (kFolded) return ex2_ftz(fmaf(x, kLog2e, b));
-    else return ex2_ftz(fmaf(x - m, kLog2e, kExpBias));
-  }
-};
-
-__device__ __forceinline__ RowExp<false> row_exp_exact(float m) { return {m, 0.f}; }
-
-// Calls f(RowExp<true>) when the row max allows folding, else f(RowExp<false>). m must be
-// uniform over the threads that reduce together (it is: every thread holds the reduced max),
-// so the branch is uniform and f may contain their barriers.
-template <class F>
-__device__ __forceinline__ void with_row_exp(float m, F&& f) {
-  if (fabsf(m) <= kFoldMax) f(RowExp<true>{m, fmaf(-m, kLog2e, kExpBias)});
-  else f(row_exp_exact(m));
+// Column sums `acc` of elements [col, col + kV) taken over row group q of R: stored as the
+// result when one group covers every row (R == 1), else as group q's f32 partial (part is
+// [R, dim]) for sum_partials.
+template <class T, int kV>
+__device__ __forceinline__ void store_column_sums(const float (&acc)[kV], int64_t col, int64_t dim, int64_t q,
+                                                  int64_t R, T* __restrict__ out, float* __restrict__ part) {
+#pragma unroll
+  for (int k = 0; k < kV; ++k)
+    if (col + k < dim) {
+      if (R == 1) out[col + k] = from_f32<T>(acc[k]);
+      else part[q * dim + col + k] = acc[k];
+    }
 }
 
-// NaN-propagating max over this thread's 16-byte vectors: 16-bit types compare packed pairs
-// (HMNMX2.NAN, half an instruction per element, no widening; max is exact in any dtype), then
-// one widened max per pair.
-template <class T, int N>
-__device__ __forceinline__ float slice_max(const Vec<T, kVec16<T>> (&v)[N]) {
-  constexpr int kWords = N * 4;
-  if constexpr (sizeof(T) == 2) {
-    using T2 = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162, __half2>;
-    T2 w[kWords];
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) w[i] = reinterpret_cast<const T2*>(&v[i / 4])[i % 4];
-#pragma unroll
-    for (int stride = 1; stride < kWords; stride *= 2)
-#pragma unroll
-      for (int i = 0; i + stride < kWords; i += 2 * stride) w[i] = __hmax2_nan(w[i], w[i + stride]);
-    return max_nan(to_f32(w[0].x), to_f32(w[0].y));
-  } else {
-    float f[kWords];
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) f[i] = v[i / 4].v[i % 4];
-#pragma unroll
-    for (int stride = 1; stride < kWords; stride *= 2)
-#pragma unroll
-      for (int i = 0; i + stride < kWords; i += 2 * stride) f[i] = max_nan(f[i], f[i + stride]);
-    return f[0];
-  }
-}
-
-// A vector of -inf: the max identity, and exp(-inf - m) = 0 for every finite or +inf m, so
-// padding vectors past a row's end are neutral in the max and the sum without a bounds check
-// per pass (m = -inf or NaN makes the whole row NaN whatever the padding holds).
+// out[d] = sum_p part[p * dim + d] in a fixed order (deterministic), in f32, stored as T.
+// The second, tiny kernel of the partial-buffer schemes: it reads nparts * dim floats.
+// A block is 32 columns x G part groups (blockDim (32, G)): group g sums parts g, g + G, ...
+// of its column, then the G group sums are added in group order. NOTE: one thread per column
+// summing all nparts (the previous form) is a chain of nparts L2 round trips (~4 in flight by
+// unrolling) when the columns are few: 4 outputs x ~400 parts (weighted_sum v02 forward at
+// 4 x 2^26) or 8192 x 132 (rmsnorm v03 backward) — an estimated 5-20 us next to kernels of
+// 150-200 us; G groups cut the chain G-fold (not yet measured).
 template <class T>
-__device__ __forceinline__ Vec<T, kVec16<T>> neg_inf_vec() {
-  // Built as whole 32-bit words: element-wise 16-bit writes cost a PRMT per half word.
-  constexpr uint32_t w = sizeof(T) == 4 ? 0xFF800000u : std::is_same_v<T, __half> ? 0xFC00FC00u : 0xFF80FF80u;
-  const uint4 u = make_uint4(w, w, w, w);
-  return *reinterpret_cast<const Vec<T, kVec16<T>>*>(&u);
+__global__ void __launch_bounds__(1024) rowwise_sum_partials_kernel(const float* __restrict__ part, int64_t nparts,
+                                                                    int64_t dim, T* __restrict__ out) {
+  __shared__ float sums[32][33];  // (G <= 32 groups, 32 columns), padded against bank conflicts
+  for (int64_t d0 = int64_t(blockIdx.x) * 32; d0 < dim; d0 += int64_t(gridDim.x) * 32) {
+    const int64_t d = d0 + threadIdx.x;
+    float acc = 0.f;
+    if (d < dim)
+      for (int64_t p = threadIdx.y; p < nparts; p += blockDim.y) acc += part[p * dim + d];
+    sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && d < dim) {
+      float total = 0.f;
+      for (unsigned g = 0; g < blockDim.y; ++g) total += sums[g][threadIdx.x];
+      out[d] = from_f32<T>(total);
+    }
+    __syncthreads();  // `sums` is rewritten by the next column block
+  }
 }
 
-// Running (max, sum of exp(x - max)) of an online softmax. Empty state: (-inf, 0).
-struct MaxSum {
-  float m;
-  float s;
-};
-
-__device__ __forceinline__ MaxSum max_sum_empty() { return {-__builtin_huge_valf(), 0.f}; }
-
-// Folds `n` values into `a`: one rescale per group, not one per element. While every value
-// seen is -inf the state stays (-inf, 0) (exp(-inf - -inf) would be NaN); a NaN or +inf makes
-// m NaN or +inf and s NaN, exactly as exp(x - max) does in the reference.
-template <int N>
-__device__ __forceinline__ void max_sum_add(MaxSum& a, const float (&v)[N]) {
-  float mv = v[0];
-#pragma unroll
-  for (int k = 1; k < N; ++k) mv = max_nan(mv, v[k]);
-  const float m = max_nan(a.m, mv);
-  if (m == -__builtin_huge_valf()) return;
-  float s = a.s * exp_shifted(a.m, m);
-#pragma unroll
-  for (int k = 0; k < N; ++k) s += exp_shifted(v[k], m);
-  a = {m, s};
-}
-
-// Rescales a partial sum taken against max `m` to the combined max `M`.
-__device__ __forceinline__ float rescale_sum(float s, float m, float M) {
-  return M == -__builtin_huge_valf() ? 0.f : s * exp_shifted(m, M);
+template <class T>
+void sum_partials(const float* part, int64_t nparts, int64_t dim, T* out, cudaStream_t stream) {
+  // Fewer column blocks than SMs: 32 groups (1024 threads) per block, the GPU cannot be filled
+  // by blocks; otherwise 8 groups.
+  const unsigned groups = ceil_div(dim, 32) < device_info().sm_count ? 32 : 8;
+  const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(dim, 32), int64_t(1) << 20));
+  rowwise_sum_partials_kernel<T><<<blocks, dim3(32, groups), 0, stream>>>(part, nparts, dim, out);
+  HK_CHECK_LAUNCH("rowwise_sum_partials_kernel");
 }
 
 }  // namespace hk

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "broadcast/broadcast_op.hpp"
-#include "common/row_checks.hpp"
+#include "common/rows.hpp"
 #include "core/host.hpp"
 
 namespace hk {
@@ -217,12 +217,12 @@ BroadcastProblem checked_row_scale(const char* op, const TensorView& x, const Te
   rows::check_float(op, "x", x);
   if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [N1, N0], got [", shape_to_string(x.shape), "]");
   const int64_t N1 = x.shape[0], N0 = x.shape[1];
-  rows::check_matrix(op, "x", x, x.dtype, N1, N0);
+  const rows::Layout lx = rows::check_matrix(op, "x", x, x.dtype, N1, N0);
   rows::check_vector(op, "y", y, x.dtype, N1);
-  if (dz) rows::check_matrix(op, "dz", *dz, x.dtype, N1, N0);
+  const int64_t ld_dz = dz ? rows::check_matrix(op, "dz", *dz, x.dtype, N1, N0).ld : lx.ld;
   BroadcastProblem p(BroadcastKind::kRowScaleRelu, {N1, N0}, x.dtype, dz != nullptr);
-  p.ld_x = rows::leading_stride(x);
-  p.ld_dz = dz ? rows::leading_stride(*dz) : p.ld_x;
+  p.ld_x = lx.ld;
+  p.ld_dz = ld_dz;
   p.align_bytes = dz ? rows::min_alignment({&x, &y, dz}) : rows::min_alignment({&x, &y});
   return p;
 }
@@ -328,9 +328,9 @@ void dispatch(BroadcastProblem& p, const Operands& ops, std::initializer_list<co
 
 void outer(BroadcastKind kind, const TensorView& x, const TensorView& y, const TensorView& z, cudaStream_t stream) {
   BroadcastProblem p = checked_outer(kind, x, y);
-  rows::check_matrix(family_name(kind), "z", z, x.dtype, p.n1(), p.n0());
+  const rows::Layout lz = rows::check_matrix(family_name(kind), "z", z, x.dtype, p.n1(), p.n0());
   if (p.numel() == 0) return;
-  p.ld_z = rows::leading_stride(z);
+  p.ld_z = lz.ld;
   dispatch(p, Operands{{x, y}, {z}}, {&x, &y, &z}, stream);
 }
 
@@ -359,9 +359,9 @@ void outer_mul_relu(const TensorView& x, const TensorView& y, const TensorView& 
 void row_scale_relu(const TensorView& x, const TensorView& y, const TensorView& z, cudaStream_t stream) {
   const char* op = "row_scale_relu";
   BroadcastProblem p = checked_row_scale(op, x, y, nullptr);
-  rows::check_matrix(op, "z", z, x.dtype, p.n1(), p.n0());
+  const rows::Layout lz = rows::check_matrix(op, "z", z, x.dtype, p.n1(), p.n0());
   if (p.numel() == 0) return;
-  p.ld_z = rows::leading_stride(z);
+  p.ld_z = lz.ld;
   dispatch(p, Operands{{x, y}, {z}}, {&x, &y, &z}, stream);
 }
 
@@ -369,14 +369,14 @@ void row_scale_relu_backward(const TensorView& x, const TensorView& y, const Ten
                              const TensorView& dy, cudaStream_t stream) {
   const char* op = "row_scale_relu_backward";
   BroadcastProblem p = checked_row_scale(op, x, y, &dz);
-  rows::check_matrix(op, "dx", dx, x.dtype, p.n1(), p.n0());
+  const rows::Layout ldx = rows::check_matrix(op, "dx", dx, x.dtype, p.n1(), p.n0());
   rows::check_vector(op, "dy", dy, x.dtype, p.n1());
   if (p.n1() == 0) return;
   if (p.n0() == 0) {  // dy sums zero columns
     HK_CHECK_CUDA(cudaMemsetAsync(dy.data, 0, static_cast<size_t>(p.n1() * esize(x.dtype)), stream));
     return;
   }
-  p.ld_z = rows::leading_stride(dx);
+  p.ld_z = ldx.ld;
   dispatch(p, Operands{{x, y, dz}, {dx, dy}}, {&x, &y, &dz, &dx, &dy}, stream);
 }
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "broadcast/broadcast_op.hpp"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "common/tickets.cuh"
 #include "common/vec.cuh"
 

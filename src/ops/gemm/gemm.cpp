@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/row_checks.hpp"
+#include "common/rows.hpp"
 #include "core/host.hpp"
 #include "gemm/gemm_op.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/row_checks.hpp"
+#include "common/rows.hpp"
 #include "core/host.hpp"
 #include "gemm_fp8/gemm_fp8_op.hpp"
 

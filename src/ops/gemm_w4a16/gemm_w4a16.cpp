@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/row_checks.hpp"
+#include "common/rows.hpp"
 #include "core/host.hpp"
 #include "gemm_w4a16/gemm_w4a16_op.hpp"
 
@@ -188,7 +188,7 @@ W4A16Problem checked_problem(const char* op, const TensorView& x, const TensorVi
     HK_THROW(kType, op, ": x is ", to_string(x.dtype), ", expected bf16 or f16");
   if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [M, K], got [", shape_to_string(x.shape), "]");
   const int64_t M = x.shape[0], K = x.shape[1];
-  rows::check_matrix(op, "x", x, x.dtype, M, K);
+  const rows::Layout lx = rows::check_matrix(op, "x", x, x.dtype, M, K);
   check_group(op, K, group);
   if (s.rank() != 2) HK_THROW(kValue, op, ": scales must be [N, K / group_size], got [", shape_to_string(s.shape), "]");
   const int64_t N = s.shape[0];
@@ -199,7 +199,7 @@ W4A16Problem checked_problem(const char* op, const TensorView& x, const TensorVi
   else
     check_contiguous(op, "qweight", qw, DType::kI32, {N, K / 8});
   if (z) check_contiguous(op, "zeros", *z, DType::kI32, {N, p.zero_words()});
-  p.ld_x = rows::leading_stride(x);
+  p.ld_x = lx.ld;
   p.align_bytes = z ? rows::min_alignment({&x, &qw, &s, z}) : rows::min_alignment({&x, &qw, &s});
   return p;
 }
@@ -296,8 +296,7 @@ void gemm_w4a16(const TensorView& x, const TensorView& qweight, const TensorView
                 const TensorView& y, const W4A16Options& opt, cudaStream_t stream) {
   const char* op = "gemm_w4a16";
   W4A16Problem p = checked_problem(op, x, qweight, scales, zeros, opt.group_size, opt.layout);
-  rows::check_matrix(op, "y", y, x.dtype, p.m, p.n);
-  p.ld_y = rows::leading_stride(y);
+  p.ld_y = rows::check_matrix(op, "y", y, x.dtype, p.m, p.n).ld;
   if (p.m == 0 || p.n == 0) return;
   Operands ops{{x, qweight, scales}, {y}};
   if (zeros) ops.in.push_back(*zeros);

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/row_checks.hpp"
+#include "common/rows.hpp"
 #include "core/host.hpp"
 #include "rmsnorm/rmsnorm_op.hpp"
 
@@ -160,16 +160,15 @@ RmsNormProblem checked_problem(const char* op, const TensorView& x, const Tensor
   if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
   if (!(eps >= 0) || !std::isfinite(eps)) HK_THROW(kValue, op, ": eps must be finite and >= 0, got ", eps);
   const int64_t R = x.shape[0], D = x.shape[1];
-  rows::check_matrix(op, "x", x, x.dtype, R, D);
+  const rows::Layout lx = rows::check_matrix(op, "x", x, x.dtype, R, D);
   rows::check_vector(op, "g", g, x.dtype, D);
   const bool bwd = dy != nullptr;
+  RmsNormProblem p(R, D, x.dtype, bwd, 0, eps);
+  p.ld_x = lx.ld;
   if (bwd) {
     rows::check_vector(op, "rstd", *rstd, DType::kF32, R);
-    rows::check_matrix(op, "dy", *dy, x.dtype, R, D);
+    p.ld_dy = rows::check_matrix(op, "dy", *dy, x.dtype, R, D).ld;
   }
-  RmsNormProblem p(R, D, x.dtype, bwd, 0, eps);
-  p.ld_x = rows::leading_stride(x);
-  if (bwd) p.ld_dy = rows::leading_stride(*dy);
   p.align_bytes = bwd ? rows::min_alignment({&x, &g, rstd, dy}) : rows::min_alignment({&x, &g});
   return p;
 }
@@ -238,10 +237,10 @@ void rmsnorm(const TensorView& x, const TensorView& g, const TensorView& y, cons
              double eps, cudaStream_t stream) {
   const char* op = "rmsnorm";
   RmsNormProblem p = checked_problem(op, x, g, eps, nullptr, nullptr);
-  rows::check_matrix(op, "y", y, x.dtype, p.rows, p.dim);
+  const rows::Layout ly = rows::check_matrix(op, "y", y, x.dtype, p.rows, p.dim);
   rows::check_vector(op, "rstd", rstd, DType::kF32, p.rows);
   if (p.numel() == 0) return;
-  p.ld_out = rows::leading_stride(y);
+  p.ld_out = ly.ld;
   dispatch(p, Operands{{x, g}, {y, rstd}}, {&x, &g, &y, &rstd}, stream);
 }
 
@@ -249,7 +248,7 @@ void rmsnorm_backward(const TensorView& x, const TensorView& g, const TensorView
                       const TensorView& dy, const TensorView& dx, const TensorView& dg, cudaStream_t stream) {
   const char* op = "rmsnorm_backward";
   RmsNormProblem p = checked_problem(op, x, g, 1e-6, &rstd, &dy);
-  rows::check_matrix(op, "dx", dx, x.dtype, p.rows, p.dim);
+  const rows::Layout ldx = rows::check_matrix(op, "dx", dx, x.dtype, p.rows, p.dim);
   rows::check_vector(op, "dg", dg, x.dtype, p.dim);
   if (p.rows > 0 && p.dim == 0) return;  // nothing to write
   if (p.rows == 0) {
@@ -257,7 +256,7 @@ void rmsnorm_backward(const TensorView& x, const TensorView& g, const TensorView
     if (p.dim > 0) HK_CHECK_CUDA(cudaMemsetAsync(dg.data, 0, static_cast<size_t>(p.dim * esize(x.dtype)), stream));
     return;
   }
-  p.ld_out = rows::leading_stride(dx);
+  p.ld_out = ldx.ld;
   dispatch(p, Operands{{x, g, rstd, dy}, {dx, dg}}, {&x, &g, &rstd, &dy, &dx, &dg}, stream);
 }
 

@@ -17,7 +17,7 @@
 // Run:   hk bench rmsnorm --variant v03_vectorized_onchip --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "common/vec.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 

@@ -25,8 +25,7 @@
 // Run:   hk bench rmsnorm --variant v04_split_row --shape 4x67108864
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
-#include "common/row_slice.cuh"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "common/vec.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
@@ -266,12 +265,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_v04_dx_kernel(const T* __res
     float acc[kV] = {};
     if (col + kV <= dim) dx_column<T, true, kAny>(x, dy, dx, w, rstd, coef, acc, col, q, rows, dim, ldx, ldg, ldo, R);
     else dx_column<T, false, kAny>(x, dy, dx, w, rstd, coef, acc, col, q, rows, dim, ldx, ldg, ldo, R);
-#pragma unroll
-    for (int k = 0; k < kV; ++k)
-      if (col + k < dim) {
-        if (R == 1) dg[col + k] = from_f32<T>(acc[k]);
-        else part[q * dim + col + k] = acc[k];
-      }
+    store_column_sums<T>(acc, col, dim, q, R, dg, part);
   }
 }
 

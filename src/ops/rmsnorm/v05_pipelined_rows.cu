@@ -3,7 +3,7 @@
 // Rung 5 (forward; ladder-only, made for >= 512 rows of 129..2048 16-byte vectors): v03's row in registers, with g's
 // slice held in registers for every row and the next row's loads in flight while this row is
 // reduced and written. A resident grid of 256-thread blocks grid-strides over rows; thread t
-// owns the kPer 16-byte vectors t, t + 256, ... of every row (common/row_slice.cuh).
+// owns the kPer 16-byte vectors t, t + 256, ... of every row (common/rows.cuh).
 // What it fixes in v03 at 16384x8192 bf16 (85.0% of copy): v03 issues a row's 4 loads per
 // thread, waits, reduces through CUB (two barriers) and re-reads g through L1 for the stores,
 // with nothing in flight from its first use of the data to its next row's loads; 56 registers
@@ -21,8 +21,7 @@
 // Run:   hk bench rmsnorm --variant v05_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
-#include "common/row_slice.cuh"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
 namespace hk {

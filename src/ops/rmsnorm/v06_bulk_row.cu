@@ -25,8 +25,7 @@
 #include "common/launch.cuh"
 #include "common/ptx/mbarrier.cuh"
 #include "common/ptx/tma.cuh"
-#include "common/row_slice.cuh"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
 namespace hk {

@@ -28,8 +28,7 @@
 // 512 x 4 with prefetch), against v03's 77.0% / 79.6% in the same run.
 // Run:   hk bench rmsnorm --variant v07_smem_dg --shape 16384x8192   (the backward rows)
 #include "common/launch.cuh"
-#include "common/row_slice.cuh"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
 namespace hk {
@@ -90,7 +89,7 @@ __global__ void __launch_bounds__(kGT * kGroups, 1)
     const float rs = rstd[r];
     float s = 0.f, f[kV], e[kV], h[kV];
     // Pass 1: S and the dg slots. opaque() + widen here, widen_alt below: the f32 forms of the
-    // slice die after this pass instead of living across the barrier (row_slice.cuh).
+    // slice die after this pass instead of living across the barrier (common/rows.cuh).
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       if (!((whole >> k) & 1u)) continue;

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/row_layout.hpp"
+#include "common/rows.hpp"
 #include "core/host.hpp"
 #include "row_sum/row_sum_op.hpp"
 
@@ -28,7 +28,7 @@ std::vector<TensorSpec> RowSumProblem::inputs() const {
   // tolerated. Rows past 2^22 draw from {-1, 0, 1} so that their sums stay inside f16's range.
   std::vector<int64_t> shape = lead;
   shape.push_back(cols);
-  TensorSpec x{"x", dtype, shape, row_strides(lead, cols, ldx), Dist::kSmallInt, cols > (1 << 22) ? 1.0 : 4.0, {}};
+  TensorSpec x{"x", dtype, shape, rows::row_strides(lead, cols, ldx), Dist::kSmallInt, cols > (1 << 22) ? 1.0 : 4.0, {}};
   const double inf = std::numeric_limits<double>::infinity();
   auto at = [&](int64_t r, int64_t c) { return r * cols + c; };
   if (rows >= 1) x.specials.push_back({at(0, cols / 2), std::nan("")});   // NaN row
@@ -88,16 +88,14 @@ namespace {
 // Validation shared by hk::row_sum and make_problem: x's dtype and layout, typed errors naming
 // the values received; the problem x poses, aligned as x is.
 RowSumProblem checked_problem(const TensorView& x) {
-  if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kBF16)
-    HK_THROW(kType, "row_sum: x is ", to_string(x.dtype), ", expected f32, f16 or bf16");
-  RowLayout l = row_layout("row_sum", "x", x);
+  rows::check_float("row_sum", "x", x);
+  const rows::Layout l = rows::layout("row_sum", "x", x);
   RowSumProblem p(l.rows, l.cols, x.dtype, l.ld);
   p.lead = l.lead;
   if (x.numel() == 0) return p;
-  if (x.data == nullptr) HK_THROW(kValue, "row_sum: x is a null pointer with ", x.numel(), " elements");
-  const int esize = dtype_bits(x.dtype) / 8;
-  if (x.alignment() < esize) HK_THROW(kNotSupported, "row_sum: x is not aligned to its ", esize, "-byte elements");
-  p.align_bytes = x.alignment();
+  rows::check_data("row_sum", "x", x);
+  rows::check_element_aligned("row_sum", "x", x);
+  p.align_bytes = l.align;
   return p;
 }
 
@@ -157,13 +155,11 @@ void row_sum(const TensorView& x, const TensorView& y, cudaStream_t stream) {
     HK_THROW(kValue, "row_sum: y has shape [", shape_to_string(y.shape), "] but x [",
              shape_to_string(x.shape), "] needs [", shape_to_string(p.lead), "]");
   if (!y.is_contiguous()) HK_THROW(kNotSupported, "row_sum: y must be contiguous, got ", y.describe());
-  if (p.rows > 0 && y.data == nullptr)
-    HK_THROW(kValue, "row_sum: y is a null pointer with ", p.rows, " elements");
+  rows::check_data("row_sum", "y", y);
   if (p.rows == 0) return;  // no rows: nothing to write
-  const int esize = dtype_bits(x.dtype) / 8;
-  if (y.alignment() < esize) HK_THROW(kNotSupported, "row_sum: y is not aligned to its ", esize, "-byte elements");
+  rows::check_element_aligned("row_sum", "y", y);
   if (p.cols == 0) {  // empty rows sum to +0, whose bit pattern is all zeros in every dtype
-    HK_CHECK_CUDA(cudaMemsetAsync(y.data, 0, static_cast<size_t>(p.rows) * esize, stream));
+    HK_CHECK_CUDA(cudaMemsetAsync(y.data, 0, static_cast<size_t>(p.rows) * (dtype_bits(x.dtype) / 8), stream));
     return;
   }
   p.align_bytes = std::min(p.align_bytes, y.alignment());

@@ -25,12 +25,7 @@ constexpr int64_t kWarpRowBytes = 2048;  // rows up to this size go one per warp
 template <class T>
 __global__ void __launch_bounds__(kThreads) row_sum_v02_warp_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                                     int64_t rows, int64_t cols, int64_t ldx) {
-  constexpr int kWarps = kThreads / 32;
-  const int lane = threadIdx.x & 31;
-  for (int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
-    float acc = warp_reduce(row_partial_sum<kUnroll, true>(x + r * ldx, cols, lane, 32), SumOp{});
-    if (lane == 0) y[r] = from_f32<T>(acc);
-  }
+  warp_row_sums<kThreads, kUnroll>(x, y, rows, cols, ldx);
 }
 
 template <class T>

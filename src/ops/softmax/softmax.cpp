@@ -5,8 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/row_checks.hpp"
-#include "common/row_layout.hpp"
+#include "common/rows.hpp"
 #include "core/host.hpp"
 #include "softmax/softmax_op.hpp"
 
@@ -47,7 +46,7 @@ std::vector<TensorSpec> SoftmaxProblem::inputs() const {
   std::vector<int64_t> shape = lead;
   shape.push_back(cols);
   auto strided = [&](TensorSpec t, int64_t ld) {
-    t.strides = row_strides(lead, cols, ld);
+    t.strides = rows::row_strides(lead, cols, ld);
     return t;
   };
   if (!backward) {
@@ -80,7 +79,7 @@ std::vector<TensorSpec> SoftmaxProblem::inputs() const {
 std::vector<TensorSpec> SoftmaxProblem::outputs() const {
   std::vector<int64_t> shape = lead;
   shape.push_back(cols);
-  return {TensorSpec{backward ? "dx" : "y", dtype, shape, row_strides(lead, cols, ld_out), Dist::kNormal, 1.0, {}}};
+  return {TensorSpec{backward ? "dx" : "y", dtype, shape, rows::row_strides(lead, cols, ld_out), Dist::kNormal, 1.0, {}}};
 }
 
 Attrs SoftmaxProblem::attrs() const {
@@ -150,45 +149,38 @@ SoftmaxArgs SoftmaxArgs::bind(const SoftmaxProblem& p, const Operands& ops) {
 
 namespace {
 
-// Validation shared by the entry points: typed errors naming the op and the values received.
-RowLayout check_operand(const char* op, const char* name, const TensorView& t, const TensorView& ref,
-                        const char* ref_name) {
+// Validation shared by the entry points: an operand of ref's dtype and shape, as a [..., T]
+// row layout (rows::layout); typed errors naming the op and the values received.
+rows::Layout check_operand(const char* op, const char* name, const TensorView& t, const TensorView& ref,
+                           const char* ref_name) {
   if (t.dtype != ref.dtype)
     HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), " but ", ref_name, " is ", to_string(ref.dtype));
   if (t.shape != ref.shape)
     HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "] but ", ref_name, " has [",
              shape_to_string(ref.shape), "]");
-  if (t.numel() > 0 && t.data == nullptr)
-    HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
-  const int esize = dtype_bits(t.dtype) / 8;
-  if (t.numel() > 0 && t.alignment() < esize)
-    HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its ", esize, "-byte elements");
-  return row_layout(op, name, t);
-}
-
-void check_dtype(const char* op, const char* name, const TensorView& t) {
-  if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
-    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected f32, f16 or bf16");
+  rows::check_data(op, name, t);
+  rows::check_element_aligned(op, name, t);
+  return rows::layout(op, name, t);
 }
 
 // The problems the public ops and make_problem share (output row stride: contiguous until the
 // caller says otherwise), aligned as the inputs are.
 SoftmaxProblem checked_forward(const TensorView& x) {
-  check_dtype("softmax", "x", x);
-  RowLayout l = check_operand("softmax", "x", x, x, "x");
+  rows::check_float("softmax", "x", x);
+  const rows::Layout l = check_operand("softmax", "x", x, x, "x");
   SoftmaxProblem p(l.rows, l.cols, x.dtype, false, l.ld);
   p.lead = l.lead;
-  p.align_bytes = x.alignment();
+  p.align_bytes = l.align;
   return p;
 }
 
 SoftmaxProblem checked_backward(const TensorView& y, const TensorView& dy) {
-  check_dtype("softmax_backward", "y", y);
-  RowLayout ly = check_operand("softmax_backward", "y", y, y, "y");
-  RowLayout ld = check_operand("softmax_backward", "dy", dy, y, "y");
+  rows::check_float("softmax_backward", "y", y);
+  const rows::Layout ly = check_operand("softmax_backward", "y", y, y, "y");
+  const rows::Layout ld = check_operand("softmax_backward", "dy", dy, y, "y");
   SoftmaxProblem p(ly.rows, ly.cols, y.dtype, true, ly.ld, 0, ld.ld);
   p.lead = ly.lead;
-  p.align_bytes = std::min(y.alignment(), dy.alignment());
+  p.align_bytes = std::min(ly.align, ld.align);
   return p;
 }
 
@@ -263,19 +255,19 @@ HK_REGISTER_FAMILY(SoftmaxFamily);
 
 void softmax(const TensorView& x, const TensorView& y, cudaStream_t stream) {
   SoftmaxProblem p = checked_forward(x);
-  RowLayout ly = check_operand("softmax", "y", y, x, "x");
+  const rows::Layout ly = check_operand("softmax", "y", y, x, "x");
   if (x.numel() == 0) return;  // empty tensor: a no-op
   p.ld_out = ly.ld;
-  p.align_bytes = std::min(p.align_bytes, y.alignment());
+  p.align_bytes = std::min(p.align_bytes, ly.align);
   Registry::get().pick(p).run(p, Operands{{x}, {y}}, stream);
 }
 
 void softmax_backward(const TensorView& y, const TensorView& dy, const TensorView& dx, cudaStream_t stream) {
   SoftmaxProblem p = checked_backward(y, dy);
-  RowLayout lo = check_operand("softmax_backward", "dx", dx, y, "y");
+  const rows::Layout lo = check_operand("softmax_backward", "dx", dx, y, "y");
   if (y.numel() == 0) return;
   p.ld_out = lo.ld;
-  p.align_bytes = std::min(p.align_bytes, dx.alignment());
+  p.align_bytes = std::min(p.align_bytes, lo.align);
   Registry::get().pick(p).run(p, Operands{{y, dy}, {dx}}, stream);
 }
 

@@ -8,7 +8,7 @@
 // (unaligned starts, odd T) are one extra register on the first lanes. Rows of <= 1024
 // elements take a warp each (8 rows per block, shuffle reductions only); longer rows a block
 // of ceil(T / 32) threads rounded to a warp.
-// Forward math (common/rows.cuh), lean because the rung was issue-bound (ncu at 16384x8192 bf16:
+// Forward math (softmax/softmax_common.cuh), lean because the rung was issue-bound (ncu at 16384x8192 bf16:
 // issue slots 79.5% busy, DRAM 66.8%, 159.5 us = 80% of copy): the max compares packed bf16x2 /
 // f16x2 pairs (HMNMX2.NAN) of the raw slice; vectors past the row end hold -inf, neutral in the
 // max and the sum, so only the stores check bounds; exp(x - m) is one FFMA (x log2e + (32 -
@@ -32,8 +32,8 @@
 // Run:   hk bench softmax --variant v02_onchip_row --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
-#include "common/row_slice.cuh"
 #include "common/rows.cuh"
+#include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
 namespace hk {
@@ -158,13 +158,8 @@ void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
 }
 
 void softmax_v02_launch(const SoftmaxArgs& a, cudaStream_t stream) {
-  dispatch_float(a.dtype, "softmax/v02_onchip_row", [&](auto t) {
-    using T = decltype(t);
-    const int64_t es = sizeof(T);
-    const bool same = rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.out, a.ld_out * es}}) &&
-                      (!a.backward || rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.dy, a.ld_dy * es}}));
-    if (same) a.backward ? launch_typed<T, true, false>(a, stream) : launch_typed<T, false, false>(a, stream);
-    else a.backward ? launch_typed<T, true, true>(a, stream) : launch_typed<T, false, true>(a, stream);
+  dispatch_softmax(a, "softmax/v02_onchip_row", [&](auto t, auto bwd, auto any) {
+    launch_typed<decltype(t), decltype(bwd)::value, decltype(any)::value>(a, stream);
   });
 }
 

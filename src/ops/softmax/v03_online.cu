@@ -8,7 +8,7 @@
 // write of dx (as v01). The first pass loads with the default L2 policy and the second
 // streams, so rows that fit in L2 together (rows per wave x T x size << 50 MB) come from HBM
 // once: then the traffic is the minimum.
-// Math (common/rows.cuh): max_nan is one FMNMX.NAN, exp_shifted one FADD, FMUL and MUFU.EX2
+// Math (softmax/softmax_common.cuh): max_nan is one FMNMX.NAN, exp_shifted one FADD, FMUL and MUFU.EX2
 // (ex2.approx.ftz: flushed terms are < 2^-126 of a sum >= 1), the outputs use the exact (x - m)
 // form with a 2^32 bias taken back by kUnbias (subnormal outputs stay exact), 1 / sum is one
 // MUFU.RCP. SASS, bf16: pass 1's 4-vector loop body 427 -> 255 instructions (13.3 -> 8.0 per
@@ -20,6 +20,7 @@
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
 #include "common/rows.cuh"
+#include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
 namespace hk {

@@ -22,6 +22,7 @@
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
 #include "common/rows.cuh"
+#include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
 namespace hk {
@@ -202,13 +203,8 @@ void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
 }
 
 void softmax_v04_launch(const SoftmaxArgs& a, cudaStream_t stream) {
-  dispatch_float(a.dtype, "softmax/v04_split_row_cluster", [&](auto t) {
-    using T = decltype(t);
-    const int64_t es = sizeof(T);
-    const bool same = rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.out, a.ld_out * es}}) &&
-                      (!a.backward || rows_share_phase(a.rows, {{a.a, a.ld_a * es}, {a.dy, a.ld_dy * es}}));
-    if (same) a.backward ? launch_typed<T, true, false>(a, stream) : launch_typed<T, false, false>(a, stream);
-    else a.backward ? launch_typed<T, true, true>(a, stream) : launch_typed<T, false, true>(a, stream);
+  dispatch_softmax(a, "softmax/v04_split_row_cluster", [&](auto t, auto bwd, auto any) {
+    launch_typed<decltype(t), decltype(bwd)::value, decltype(any)::value>(a, stream);
   });
 }
 

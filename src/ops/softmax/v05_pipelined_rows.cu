@@ -3,7 +3,7 @@
 // Rung 5 (forward; ladder-only, made for >= 512 rows of 129..2048 16-byte vectors): v02's on-chip row, with the
 // next row's loads in flight while this row is reduced and written. A resident grid of
 // 256-thread blocks grid-strides over rows; thread t holds the kPer 16-byte vectors t, t + 256,
-// ... of the row (common/row_slice.cuh) and, before touching them, issues the loads of the
+// ... of the row (common/rows.cuh) and, before touching them, issues the loads of the
 // same vectors of its next row.
 // What it fixes in v02 at 16384x8192 bf16 (79.9% of copy): v02 runs one short-lived block per
 // row (60 registers -> 4 blocks of 256 per SM); a block has its 16 KiB in flight only between
@@ -13,7 +13,7 @@
 // in flight: 4 blocks x 256 threads x 64 B = 64 KiB per SM (bf16 8192; f32 8192: 2 x 256 x
 // 128 B = 64 KiB), and each reduction is one barrier (double-buffered warp slots by row
 // parity, so the next row's partials never overwrite ones a slow warp still reads).
-// The math is v02's (common/rows.cuh): packed HMNMX2.NAN max (vectors past D swapped for -inf
+// The math is v02's (softmax/softmax_common.cuh): packed HMNMX2.NAN max (vectors past D swapped for -inf
 // first: load_slice zero-fills them), exp(x - m) as one FFMA + MUFU.EX2 with a 2^32 bias that
 // the sum cancels (exact (x - m) form for |max| > 2^23, NaN or inf, in a block-uniform branch),
 // one MUFU.RCP per row; NaN and +-inf rows give what v02 and the reference give. SASS per row
@@ -22,13 +22,13 @@
 // Needs: forward; 16-byte aligned row starts of x and y (base and row strides); cols a
 // multiple of 16 bytes, at most 2048 16-byte vectors. Otherwise supports() says why. Shorter
 // rows (<= 128 vectors) and fewer than 512 rows run correctly but leave SMs idle
-// (pipelined_rows::suits, common/row_checks.hpp). Measured below v02 (80.4% vs 93.0% of copy at
+// (pipelined_rows::suits, common/rows.hpp). Measured below v02 (80.4% vs 93.0% of copy at
 // 16384x8192 bf16, H200, 2026-11-29), so the public op never runs it (softmax/dispatch.cpp).
 // Run:   hk bench softmax --variant v05_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
-#include "common/row_slice.cuh"
 #include "common/rows.cuh"
+#include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
 namespace hk {

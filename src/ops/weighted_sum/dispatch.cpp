@@ -21,7 +21,7 @@
 // Unaligned operands (x's rows, dx's rows or w not 16-byte aligned) go to cuBLAS, then to v02's
 // kAny kernels (each 16-byte access in the widest pieces its address allows), which also run
 // sizes past cuBLAS's int dimensions. v01_partial_buffer is ladder-only.
-#include "common/row_checks.hpp"
+#include "common/rows.hpp"
 #include "weighted_sum/weighted_sum_op.hpp"
 
 namespace hk {

@@ -12,7 +12,7 @@
 // Needs: nothing beyond the op contract (any alignment and row stride).
 // Run:   hk bench weighted_sum --variant v01_partial_buffer --shape 16384x8192
 #include "common/launch.cuh"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "common/vec.cuh"
 #include "weighted_sum/weighted_sum_op.hpp"
 

@@ -24,8 +24,7 @@
 
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
-#include "common/row_slice.cuh"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "common/vec.cuh"
 #include "weighted_sum/weighted_sum_op.hpp"
 
@@ -153,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_fwd_few_rows_kernel
 // NOTE: with the guarded element fallback inside the unrolled loop, and per-element bf16
 // conversions, ptxas held unpacked scalars for every row in flight: 84 registers at bf16 (2
 // blocks of 256 per SM, 32 KiB of x in flight per SM). Split, and widened on packed words
-// (row_slice.cuh), it takes 64 (4 blocks, 64 KiB in flight); f32 48 -> 40 (6 blocks).
+// (common/rows.cuh), it takes 64 (4 blocks, 64 KiB in flight); f32 48 -> 40 (6 blocks).
 template <class T, bool kWhole, bool kAny>
 __device__ __forceinline__ void bwd_column(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
                                            const Vec<T, kVec16<T>>& wv, float (&acc)[kVec16<T>], int64_t col,
@@ -210,12 +209,7 @@ __global__ void __launch_bounds__(kThreads) weighted_sum_v02_bwd_kernel(const T*
     float acc[kV] = {};
     if (col + kV <= dim) bwd_column<T, true, kAny>(x, dy, dx, wv, acc, col, q, rows, dim, ldx, ldd, R);
     else bwd_column<T, false, kAny>(x, dy, dx, wv, acc, col, q, rows, dim, ldx, ldd, R);
-#pragma unroll
-    for (int k = 0; k < kV; ++k)
-      if (col + k < dim) {
-        if (R == 1) dw[col + k] = from_f32<T>(acc[k]);
-        else part[q * dim + col + k] = acc[k];
-      }
+    store_column_sums<T>(acc, col, dim, q, R, dw, part);
   }
 }
 

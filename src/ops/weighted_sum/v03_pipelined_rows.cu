@@ -24,8 +24,7 @@
 // Run:   hk bench weighted_sum --variant v03_pipelined_rows --shape 16384x8192
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
-#include "common/row_slice.cuh"
-#include "common/rowwise.cuh"
+#include "common/rows.cuh"
 #include "common/vec.cuh"
 #include "weighted_sum/weighted_sum_op.hpp"
 
@@ -36,7 +35,7 @@ using pipelined_rows::kThreads;
 constexpr int kWarps = kThreads / 32;
 using pipelined_rows::kMaxPer;
 
-// sum_j a[j] * b[j] in f32, both widened by common/row_slice.cuh's widen.
+// sum_j a[j] * b[j] in f32, both widened by common/rows.cuh's widen.
 template <class T, int N>
 __device__ __forceinline__ float dot_f32(const Vec<T, N>& a, const Vec<T, N>& b) {
   float fa[N], fb[N];

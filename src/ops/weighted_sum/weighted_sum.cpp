@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/row_checks.hpp"
+#include "common/rows.hpp"
 #include "core/host.hpp"
 #include "weighted_sum/weighted_sum_op.hpp"
 
@@ -131,11 +131,11 @@ WeightedSumProblem checked_problem(const char* op, const TensorView& x, const Te
   rows::check_float(op, "x", x);
   if (x.rank() != 2) HK_THROW(kValue, op, ": x must be [rows, D], got [", shape_to_string(x.shape), "]");
   const int64_t R = x.shape[0], D = x.shape[1];
-  rows::check_matrix(op, "x", x, x.dtype, R, D);
+  const rows::Layout lx = rows::check_matrix(op, "x", x, x.dtype, R, D);
   rows::check_vector(op, "w", w, x.dtype, D);
   if (dy) rows::check_vector(op, "dy", *dy, x.dtype, R);
   WeightedSumProblem p(R, D, x.dtype, dy != nullptr);
-  p.ld_x = rows::leading_stride(x);
+  p.ld_x = lx.ld;
   p.align_bytes = dy ? rows::min_alignment({&x, &w, dy}) : rows::min_alignment({&x, &w});
   return p;
 }
@@ -200,15 +200,15 @@ void weighted_sum_backward(const TensorView& x, const TensorView& w, const Tenso
                            const TensorView& dw, cudaStream_t stream) {
   const char* op = "weighted_sum_backward";
   WeightedSumProblem p = checked_problem(op, x, w, &dy);
-  rows::check_matrix(op, "dx", dx, x.dtype, p.rows, p.dim);
+  const rows::Layout ldx = rows::check_matrix(op, "dx", dx, x.dtype, p.rows, p.dim);
   rows::check_vector(op, "dw", dw, x.dtype, p.dim);
   if (p.dim == 0) return;
   if (p.rows == 0) {  // dw sums zero rows
     HK_CHECK_CUDA(cudaMemsetAsync(dw.data, 0, static_cast<size_t>(p.dim * esize(x.dtype)), stream));
     return;
   }
-  p.ld_dx = rows::leading_stride(dx);
-  p.align_bytes = std::min({p.align_bytes, dx.alignment(), dw.alignment()});
+  p.ld_dx = ldx.ld;
+  p.align_bytes = std::min({p.align_bytes, ldx.align, dw.alignment()});
   Registry::get().pick(p).run(p, Operands{{x, w, dy}, {dx, dw}}, stream);
 }
 
