@@ -52,23 +52,23 @@ std::shared_ptr<AttentionProblem> make(const Shape& s, bool deterministic) {
   return p;
 }
 
+// A braced list, not push_back: gcc 13 at -O3 reports a false -Wstringop-overflow in the
+// vector's reallocation path for this aggregate.
 std::vector<Shape> shapes() {
-  std::vector<Shape> v;
-  v.push_back({1, 400, 520, 4, 1, 128, true});                 // GQA 4:1, 7 query x 5 key blocks, Sq < Sk
-  v.push_back({1, 520, 400, 4, 1, 64, true});                  // Sq > Sk: the first 120 rows see no key
-  v.push_back({2, 333, 270, 8, 2, 64, false, 100, 20});        // window, Sq > Sk
-  v.push_back({1, 270, 333, 4, 1, 128, true, 70});             // causal with a left window
-  v.push_back({1, 100, 500, 4, 1, 128, false, 10, -1});        // key blocks 0-2: no query sees them
-  v.push_back({1, 256, 384, 2, 2, 128, false, -1, -1, 8.0, 0.5});  // softcap, large scores
-  v.push_back({1, 300, 300, 4, 1, 64, true, -1, -1, 0, 0, DType::kF16});
-  v.push_back({1, 200, 330, 4, 1, 128, true, -1, -1, 0, 0, DType::kF16});
-  Shape padded{2, 200, 330, 4, 1, 128, true};
-  padded.pad = 8, padded.layout = AttentionLayout::kBHSD;
-  v.push_back(padded);
-  Shape padded64{1, 129, 257, 8, 2, 64, false};
-  padded64.pad = 24;
-  v.push_back(padded64);
-  return v;
+  using L = AttentionLayout;
+  constexpr DType bf16 = DType::kBF16, f16 = DType::kF16;
+  return {
+      {1, 400, 520, 4, 1, 128, true},                   // GQA 4:1, 7 query x 5 key blocks, Sq < Sk
+      {1, 520, 400, 4, 1, 64, true},                    // Sq > Sk: the first 120 rows see no key
+      {2, 333, 270, 8, 2, 64, false, 100, 20},          // window, Sq > Sk
+      {1, 270, 333, 4, 1, 128, true, 70},               // causal with a left window
+      {1, 100, 500, 4, 1, 128, false, 10, -1},          // key blocks 0-2: no query sees them
+      {1, 256, 384, 2, 2, 128, false, -1, -1, 8.0, 0.5},  // softcap, large scores
+      {1, 300, 300, 4, 1, 64, true, -1, -1, 0, 0, f16},
+      {1, 200, 330, 4, 1, 128, true, -1, -1, 0, 0, f16},
+      {2, 200, 330, 4, 1, 128, true, -1, -1, 0, 0, bf16, 8, L::kBHSD},   // padded rows, bhsd
+      {1, 129, 257, 8, 2, 64, false, -1, -1, 0, 0, bf16, 24, L::kBSHD},  // padded rows
+  };
 }
 
 std::vector<std::vector<uint8_t>> download(const AttentionProblem& p, hk::bench::Case& c) {
