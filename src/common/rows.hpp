@@ -37,9 +37,6 @@ struct Layout {
   int64_t ld = 0;
   std::vector<int64_t> lead;  // the leading dims as given (rows is their product)
   int align = 256;            // largest power of two (<= 256) dividing the base address, bytes
-
-  // Alignment every row start keeps, in bytes: the base's, lowered to what ld * esize keeps.
-  int row_align(int esize) const;
 };
 
 // The facts of `t` as a Layout, no checks (the checks below validate before relying on them).
@@ -68,8 +65,6 @@ inline int row_alignment(int base_align, std::initializer_list<int64_t> ld_bytes
     while (a > 1 && ld % a != 0) a /= 2;
   return a;
 }
-
-inline int Layout::row_align(int esize) const { return row_alignment(align, {ld * esize}); }
 
 // The inverse of layout(), for TensorSpecs: strides of a [lead..., cols] tensor whose rows start
 // `ld` elements apart; empty (contiguous) when ld == cols.
