@@ -408,8 +408,10 @@ def test_varlen_autograd_matches_sdpa_per_sequence(cuda, d, deterministic):
                 v64.transpose(1, 2).repeat_interleave(g, 1), attn_mask=mask)
             o.transpose(1, 2).backward(dout[sl_q][None].double())
             for got, want in ((q.grad[sl_q], q64.grad[0]), (k.grad[sl_k], k64.grad[0]), (v.grad[sl_k], v64.grad[0])):
-                scale = want.abs().pow(2).mean().sqrt().item()
-                torch.testing.assert_close(got.double(), want, atol=16 * 2**-8 * scale + 1e-6, rtol=2 * 2**-8)
+                # A one-key sequence's dq is 0 up to O's bf16 rounding (softmax over one key has no
+                # score gradient): the scale has a floor, the order of the inputs' products.
+                scale = max(want.abs().pow(2).mean().sqrt().item(), 1e-3)
+                torch.testing.assert_close(got.double(), want, atol=16 * 2**-8 * scale, rtol=2 * 2**-8)
         elif lk:
             assert torch.all(k.grad[sl_k] == 0) and torch.all(v.grad[sl_k] == 0)
         q0, k0 = q0 + lq, k0 + lk

@@ -213,7 +213,11 @@ def test_matmul_fp8_compile_and_opcheck(cuda):
 
     d = torch.compile(f, fullgraph=True)(a, sa, b, sb)
     assert calc_diff(d.float().cpu().numpy(), ref) < 1e-3
-    torch.library.opcheck(torch.ops.hopperkit.matmul_fp8.default, (a, sa, b, sb, None, "bf16"))
+    # test_schema is left out: its mutation check multiplies the inputs, which torch does not
+    # implement for float8 ("mul_cuda" not implemented for 'Float8_e4m3fn'); the schema declares no
+    # mutation and the other checks run the op.
+    torch.library.opcheck(torch.ops.hopperkit.matmul_fp8.default, (a, sa, b, sb, None, "bf16"),
+                          test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
     x = torch.randn(64, 256, device=cuda)
     torch.library.opcheck(torch.ops.hopperkit.quantize_fp8.default, (x, "block", "e4m3", 1))
     q, s = torch.compile(lambda t: hk.quantize_fp8(t, scaling="row"), fullgraph=True)(x)
