@@ -161,7 +161,7 @@ def _sdpa_backend(name: str):
 
 
 def _attention_cases(hk: Any, quick: bool) -> list[Case]:
-    """Attention forward (and forward + backward) in SDPA's [B, H, S, D] layout against SDPA's
+    """Attention forward, and forward + backward (dq returned), in SDPA's [B, H, S, D] layout against SDPA's
     flash and cuDNN backends: 16k tokens per batch, the FlashAttention benchmark's shapes."""
     shapes = [(4, 2048, 16, 128, True)] if quick else [
         (s_b, s, 32 if d == 64 else 16, d, causal)  # H x D = 2048
@@ -176,6 +176,19 @@ def _attention_cases(hk: Any, quick: bool) -> list[Case]:
         flash = lambda q=q, k=k, v=v, c=causal: _sdpa_backend("flash")(q, k, v, c)
         case = Case("attention", tag, ours, flash, flops, _bytes(q, k, v, q), 2e-2, 2e-2, None)
         case.extra["cudnn"] = lambda q=q, k=k, v=v, c=causal: _sdpa_backend("cudnn")(q, k, v, c)
+        cases.append(case)
+        # Forward + backward (dq, dk, dv through autograd): 2.5x the forward's flops in the backward.
+        qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+        dout = torch.randn_like(q)
+
+        def fwd_bwd(attn, q=qg, k=kg, v=vg, dout=dout):
+            return torch.autograd.grad(attn(q, k, v), (q, k, v), dout)[0]
+
+        case = Case("attention_fwd_bwd", tag,
+                    lambda c=causal: fwd_bwd(lambda q, k, v: hk.attention(q, k, v, causal=c, layout="bhsd")),
+                    lambda c=causal: fwd_bwd(lambda q, k, v: _sdpa_backend("flash")(q, k, v, c)),
+                    3.5 * flops, _bytes(q, k, v, q) * 3, 5e-2, 5e-2, None)
+        case.extra["cudnn"] = lambda c=causal: fwd_bwd(lambda q, k, v: _sdpa_backend("cudnn")(q, k, v, c))
         cases.append(case)
     return cases
 
