@@ -184,11 +184,13 @@ def _attention_cases(hk: Any, quick: bool) -> list[Case]:
         def fwd_bwd(attn, q=qg, k=kg, v=vg, dout=dout):
             return torch.autograd.grad(attn(q, k, v), (q, k, v), dout)[0]
 
+        # fwd_bwd is bound as a default argument: it is redefined (with this shape's tensors) on
+        # every iteration, and a late-bound name would time the last shape on every row.
         case = Case("attention_fwd_bwd", tag,
-                    lambda c=causal: fwd_bwd(lambda q, k, v: hk.attention(q, k, v, causal=c, layout="bhsd")),
-                    lambda c=causal: fwd_bwd(lambda q, k, v: _sdpa_backend("flash")(q, k, v, c)),
+                    lambda c=causal, f=fwd_bwd: f(lambda q, k, v: hk.attention(q, k, v, causal=c, layout="bhsd")),
+                    lambda c=causal, f=fwd_bwd: f(lambda q, k, v: _sdpa_backend("flash")(q, k, v, c)),
                     3.5 * flops, _bytes(q, k, v, q) * 3, 5e-2, 5e-2, None)
-        case.extra["cudnn"] = lambda c=causal: fwd_bwd(lambda q, k, v: _sdpa_backend("cudnn")(q, k, v, c))
+        case.extra["cudnn"] = lambda c=causal, f=fwd_bwd: f(lambda q, k, v: _sdpa_backend("cudnn")(q, k, v, c))
         cases.append(case)
     return cases
 
