@@ -256,7 +256,7 @@ def _check(case: Case) -> str:
 
 
 def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, compile: bool = True,
-        progress: bool = True) -> dict:
+        progress: bool = True, command: str | None = None) -> dict:
     """Runs the benchmark; returns the JSON document (see the module docstring)."""
     import hopperkit as hk
 
@@ -314,7 +314,7 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
     return {"kind": "hk-torch-bench", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
             "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": "python -m hopperkit.bench" + (" --quick" if quick else ""),
+            "command": command or ("python -m hopperkit.bench" + (" --quick" if quick else "")),
             "options": {"quick": quick, "samples": samples, "warm_l2": False, "spin_us": 300}, "rows": rows}
 
 
@@ -348,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--json", help="write the JSON document here")
     args = ap.parse_args(argv)
-    doc = run(args.op, args.quick, args.samples, not args.no_compile)
+    argv = sys.argv[1:] if argv is None else argv
+    doc = run(args.op, args.quick, args.samples, not args.no_compile,
+              command=" ".join(["python -m hopperkit.bench", *argv]))
     print(markdown(doc))
     if args.json:
         with open(args.json, "w") as f:
