@@ -1,7 +1,8 @@
 // gemm_fp8/dispatch.cpp — which kernel hk::gemm_fp8 (and hk.matmul_fp8) runs, and why.
 //
 // Routes are tried in order; the first whose supports() accepts the problem runs. Every route is
-// a production rung. Speed: not yet measured on a GPU (docs/gemm_fp8.md gives the commands).
+// a production rung. H200, 2026-12-02 (docs/gemm_fp8.md): v02 922 / 998 TFLOP/s per-tensor at
+// 4096^3 / 8192^3; v03 817 block-wise at 4096x7168x16384; v05 22.4 us at 64x2112x7168 (v03: 37.3).
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
 namespace hk {
