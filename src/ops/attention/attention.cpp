@@ -396,7 +396,9 @@ std::vector<TensorSpec> AttentionProblem::inputs() const {
     const int64_t n = r.hi - r.lo + 1;
     return n <= 0 ? -kInf : std::log(double(n)) + 0.5 * var;
   };
-  if (!is_varlen()) {
+  if (!synthesize_lse) {
+    // lse comes from the caller: the spec's shape and dtype are all it needs to say
+  } else if (!is_varlen()) {
     for (int64_t i = 0; i < seqlen_q; ++i) {
       const double val = lse_of(keys(i));
       for (int64_t b = 0; b < batch; ++b)
@@ -1061,7 +1063,9 @@ class AttentionFamily final : public Family {
     std::vector<const TensorView*> ptrs;
     for (size_t i = 0; i < n - (thd ? 2 : 0); ++i) ptrs.push_back(&in[i]);
     const VarlenIn vl{&in[n - 2], &in[n - 1], max_q, max_k};
-    return std::make_shared<AttentionProblem>(checked(op, ptrs, opt, bwd, thd ? &vl : nullptr));
+    auto p = std::make_shared<AttentionProblem>(checked(op, ptrs, opt, bwd, thd ? &vl : nullptr));
+    p->synthesize_lse = false;  // the caller's lse: no per-row values to make up (see the member)
+    return p;
   }
 };
 

@@ -65,6 +65,11 @@ struct AttentionProblem final : Problem {
   double scale = 0.0;  // resolved: 1 / sqrt(D) when constructed with <= 0
   bool backward = false;
   bool deterministic = false;  // backward only
+  // Whether inputs() fills lse with the values a forward would give (one per row: the test and
+  // bench data). Problems posed by a caller's tensors (make_problem: the Python ops) leave it
+  // off: their lse exists, and at S = 8192, 32 heads the values alone cost milliseconds of host
+  // time per call.
+  bool synthesize_lse = true;
   // Strides of q, k, v, o (both directions), dout, dq, dk, dv (backward). Contiguous in `layout`
   // unless set otherwise (default_strides()).
   AttnStrides str_q, str_k, str_v, str_o, str_do, str_dq, str_dk, str_dv;
