@@ -91,6 +91,11 @@ Lt& lt() {
   return *state;
 }
 
+// Whether D's rows are whole 16-byte units (its base is checked at launch): cuBLASLt's FP8 kernels
+// need 16-byte aligned C and D, and a heuristic asked for less (4 bytes) finds none ("the
+// requested functionality is not supported", H200, CUDA 13.0, 2026-12-02).
+bool d_rows_16b(const GemmFp8Problem& p) { return (p.ldd * dtype_bits(p.out_dtype) / 8) % 16 == 0; }
+
 std::string plan_key(const GemmFp8Problem& p) {
   std::string key = p.key();
   for (int64_t v : {p.a_s0, p.b_s0, p.ldd, int64_t(p.align_bytes), int64_t(p.has_bias), int64_t(p.scaling)})
@@ -135,7 +140,7 @@ Plan make_plan(const GemmFp8Problem& p) {
   uint64_t ws = kWorkspaceBytes;
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
            "MAX_WORKSPACE_BYTES");
-  const uint32_t al_in = uint32_t(std::min(p.align_bytes, 256)), al_d = 4;  // D: any row-major view
+  const uint32_t al_in = uint32_t(std::min(p.align_bytes, 256)), al_d = d_rows_16b(p) ? 16 : 4;
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_in, 4), "ALIGN_A");
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_in, 4), "ALIGN_B");
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, 4), "ALIGN_C");
@@ -177,6 +182,8 @@ void gemm_fp8_baseline_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream
   std::lock_guard<std::mutex> lock(s.mu);
   const Plan& plan = plan_of(p);
   if (!plan.error.empty()) HK_THROW(kNotSupported, plan.error);
+  if (d_rows_16b(p) && reinterpret_cast<uintptr_t>(g.d) % 16 != 0)
+    HK_THROW(kNotSupported, "gemm_fp8/baseline_cublaslt: cuBLASLt's FP8 kernels need D 16-byte aligned");
   // Pointers change per call; the descriptor is shared, so they are set under the lock.
   check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.sb, sizeof(g.sb)),
            "A_SCALE_POINTER");
