@@ -392,9 +392,16 @@ std::vector<TensorSpec> AttentionProblem::inputs() const {
   TensorSpec lse{"lse", DType::kF32, lse_shape, {}, Dist::kNormal, 1.0, {}};
   double var = scale * scale * double(head_dim);
   if (softcap > 0) var = std::min(var, softcap * softcap);
+  // At large variances the log-sum-exp is the row's largest score, about sigma sqrt(2 log n), and
+  // a row whose largest score lies a sigma or two above that had P past 1 (e^1.1 at scale 0.3,
+  // D = 96), where dS's bf16 rounding grew past the tolerance on some draws (a real forward's P
+  // never exceeds 1). One sigma more keeps P at or below 1 on all but rare rows.
+  const double sigma = std::sqrt(var);
   auto lse_of = [&](const KeyRange& r) {
     const int64_t n = r.hi - r.lo + 1;
-    return n <= 0 ? -kInf : std::log(double(n)) + 0.5 * var;
+    if (n <= 0) return -kInf;
+    const double log_n = std::log(double(n));
+    return std::max(log_n + 0.5 * var, sigma * std::sqrt(2.0 * log_n)) + sigma;
   };
   if (!synthesize_lse) {
     // lse comes from the caller: the spec's shape and dtype are all it needs to say
