@@ -14,7 +14,7 @@
 #                   machine into build/carry/ (copied here with the working tree) and compile only
 #                   the Python extension against them (scripts/prebuilt/box.sh): ~20 s instead of
 #                   a ~175 s build on a fresh machine
-#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,attention,torch,profile,microbench
+#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,profile,microbench
 #                   (the build always runs; it is incremental; `--only build` builds and stops).
 #                   Where one command has a time limit, split the check: tests,sanitize,python
 #                   take ~5 minutes on an H200; bench,ladders ~9 with HK_BUDGET_MS=150; then
@@ -31,7 +31,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
 rm -rf "$LOGS"; mkdir -p "$LOGS"
-stages=tests,sanitize,python,bench,ladders,gemm,attention,torch,profile,microbench
+stages=tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,profile,microbench
 prebuilt=0
 out=${OUT:-}
 deadline_default=$([[ -n ${OUT:-} ]] && echo 550 || echo 0)
@@ -48,7 +48,7 @@ while (($#)); do
 done
 want() { [[ ,$stages, == *,$1,* ]]; }
 for stage in ${stages//,/ }; do
-  [[ ,build,tests,sanitize,python,bench,ladders,gemm,attention,torch,profile,microbench, == *,$stage,* ]] ||
+  [[ ,build,tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,profile,microbench, == *,$stage,* ]] ||
     { echo "gpu-check: unknown stage '$stage'" >&2; exit 2; }
 done
 export HK_CACHE_DIR="$LOGS/cache"
@@ -169,13 +169,15 @@ if want bench; then
   say "hk bench (quick suite): rc=$?"
 fi
 if want ladders; then
-  # every family's whole ladder but gemm's, one JSON; HK_LADDER_SHAPES (space-separated) and
-  # HK_LADDER_DTYPES narrow it (16384x8192 and 4x67108864 in bf16 and f32: ~250 s on an H200)
+  # every memory-bound family's whole ladder, one JSON (the GEMM-like families and attention have
+  # stages of their own: their shapes are spelled differently); HK_LADDER_SHAPES (space-separated)
+  # and HK_LADDER_DTYPES narrow it (16384x8192 and 4x67108864 in bf16 and f32: ~250 s on an H200)
   ladder_args=()
   for shape in ${HK_LADDER_SHAPES:-}; do ladder_args+=(--shape "$shape"); done
   [[ -n ${HK_LADDER_DTYPES:-} ]] && ladder_args+=(--dtype "$HK_LADDER_DTYPES")
-  bench ladders $("$build/hk" list --names | grep -v '^gemm$') "${ladder_args[@]}" --budget-ms "${HK_BUDGET_MS:-400}"
-  say "hk bench (all families but gemm): rc=$?"
+  bench ladders $("$build/hk" list --names | grep -v -x -E 'gemm|gemm_fp8|gemm_w4a16|attention|conv2d|conv2d_single') \
+    "${ladder_args[@]}" --budget-ms "${HK_BUDGET_MS:-400}"
+  say "hk bench (the memory-bound families): rc=$?"
 fi
 if want gemm; then
   # gemm: the tensor-core rungs on every bench shape in bf16, the production rungs (v18, v17; v15
@@ -194,8 +196,13 @@ fi
 if want attention; then
   # the tensor-core rungs at FlashAttention's benchmark shapes (16k tokens, H x D = 2048),
   # forward and backward, bf16; the materialised baseline runs beside them
-  bench attention attention --variant 'v0[3-6]*' --budget-ms "${HK_BUDGET_MS:-400}"
+  bench attention attention --variant 'v0[3-7]*' --budget-ms "${HK_BUDGET_MS:-400}"
   say "hk bench attention: rc=$?"
+fi
+if want lowp; then
+  # FP8 and int4 GEMM and the convolutions at their bench shapes, each rung beside its baseline
+  bench lowp gemm_fp8 gemm_w4a16 conv2d conv2d_single --budget-ms "${HK_BUDGET_MS:-400}"
+  say "hk bench gemm_fp8 gemm_w4a16 conv2d conv2d_single: rc=$?"
 fi
 if want torch; then
   # every public torch op against eager PyTorch and torch.compile (python -m hopperkit.bench)
