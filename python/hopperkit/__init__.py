@@ -39,9 +39,11 @@ if _torch is not None:
     from . import nn
 
 __all__ = [
-    "VariantInfo", "__version__", "add_scalar", "attention", "attention_varlen", "bench", "explain", "families", "gelu",
+    "VariantInfo", "__version__", "add_scalar", "attention", "attention_varlen", "bench", "conv2d",
+    "conv2d_single_channel", "explain", "families", "gelu",
     "gelu_backward", "git_sha", "kernel_op", "linear", "linear_residual", "matmul", "new_like", "outer_add", "outer_mul_relu",
     "problem", "reference", "rms_norm", "rope", "rope_backward", "rope_tables", "row_scale_relu", "row_sum", "run",
     "scaled_dot_product_attention", "softmax", "supports", "swiglu", "swiglu_backward", "variants",
-    "weighted_sum",
+    "weighted_sum", "matmul_fp8", "quantize_fp8", "matmul_w4a16", "w4a16_from_awq", "w4a16_from_gptq", "w4a16_pack",
+    "w4a16_pack_zeros", "w4a16_quantize", "w4a16_repack", "w4a16_unpack", "w4a16_unpack_zeros", "w4a16_unrepack",
 ]
