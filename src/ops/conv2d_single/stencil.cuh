@@ -127,4 +127,17 @@ __device__ __forceinline__ void store_outputs(T* z, int64_t img, int64_t h, int6
   }
 }
 
+// Calls fn(std::integral_constant<int, KH>, std::integral_constant<int, KW>) with the kernel size
+// the tiled rungs compile a register-window kernel for (3, 4, 5 and 7, square), else with 0, 0:
+// the kernel for any size up to the tile's limit. One list for every launcher.
+template <class Fn>
+void with_kernel_size(int64_t kh, int64_t kw, Fn&& fn) {
+  using std::integral_constant;
+  if (kh == 3 && kw == 3) return fn(integral_constant<int, 3>{}, integral_constant<int, 3>{});
+  if (kh == 4 && kw == 4) return fn(integral_constant<int, 4>{}, integral_constant<int, 4>{});
+  if (kh == 5 && kw == 5) return fn(integral_constant<int, 5>{}, integral_constant<int, 5>{});
+  if (kh == 7 && kw == 7) return fn(integral_constant<int, 7>{}, integral_constant<int, 7>{});
+  fn(integral_constant<int, 0>{}, integral_constant<int, 0>{});
+}
+
 }  // namespace hk::stencil

@@ -116,11 +116,7 @@ void launch_sized(const Conv2dSingleArgs& a, cudaStream_t stream) {
 void conv2d_single_v03_launch(const Conv2dSingleArgs& a, cudaStream_t stream) {
   dispatch_float(a.dtype, "conv2d_single/v03_cp_async_pipeline", [&](auto t) {
     using T = decltype(t);
-    if (a.kh == 3 && a.kw == 3) return launch_sized<T, 3, 3>(a, stream);
-    if (a.kh == 4 && a.kw == 4) return launch_sized<T, 4, 4>(a, stream);
-    if (a.kh == 5 && a.kw == 5) return launch_sized<T, 5, 5>(a, stream);
-    if (a.kh == 7 && a.kw == 7) return launch_sized<T, 7, 7>(a, stream);
-    launch_sized<T, 0, 0>(a, stream);
+    stencil::with_kernel_size(a.kh, a.kw, [&](auto kh, auto kw) { launch_sized<T, decltype(kh)::value, decltype(kw)::value>(a, stream); });
   });
 }
 
