@@ -395,13 +395,18 @@ std::vector<TensorSpec> AttentionProblem::inputs() const {
   // At large variances the log-sum-exp is the row's largest score, about sigma sqrt(2 log n), and
   // a row whose largest score lies a sigma or two above that had P past 1 (e^1.1 at scale 0.3,
   // D = 96), where dS's bf16 rounding grew past the tolerance on some draws (a real forward's P
-  // never exceeds 1). One sigma more keeps P at or below 1 on all but rare rows.
+  // never exceeds 1). One sigma more keeps P at or below 1 on all but rare rows. A row with few
+  // keys has a log-sum-exp as spread as its scores (one key: the score itself, P = 1), so its
+  // margin grows to 3 sigma at n = 1: a causal problem's first row had P = e^1.5 with a margin
+  // of one sigma, and the bf16 rounding of its dS (up to 36) cost the key it sees 1.05x the dK
+  // bound (2x520x520, D = 64; an emulation of the kernels' rounding reproduced the kernel's
+  // value bit for bit).
   const double sigma = std::sqrt(var);
   auto lse_of = [&](const KeyRange& r) {
     const int64_t n = r.hi - r.lo + 1;
     if (n <= 0) return -kInf;
     const double log_n = std::log(double(n));
-    return std::max(log_n + 0.5 * var, sigma * std::sqrt(2.0 * log_n)) + sigma;
+    return std::max(log_n + 0.5 * var, sigma * std::sqrt(2.0 * log_n)) + sigma * (1.0 + 2.0 / std::sqrt(double(n)));
   };
   if (!synthesize_lse) {
     // lse comes from the caller: the spec's shape and dtype are all it needs to say
