@@ -3,8 +3,8 @@
 //
 //   depthwise NHWC forward (groups == C == Cout)  v02_depthwise_nhwc   a stencil on CUDA cores
 //   symmetric padding                             baseline_cudnn       cuDNN's heuristics
-//   anything else (asymmetric padding; a build    v01_direct           direct convolution
-//   without cuDNN)
+//   anything else (asymmetric padding; grouped    v01_direct           direct convolution
+//   16-bit wgrad; a build without cuDNN)
 //
 // Not yet measured. The implicit-GEMM rung (v03) is ladder-only until it has run on a GPU.
 #include "conv2d/conv2d_op.hpp"
