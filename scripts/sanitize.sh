@@ -6,8 +6,9 @@
 #   HK_SANITIZE_FILTER  gtest filter (default: every registry case but the large shapes)
 #   HK_SANITIZE_STRIDE  run every Nth case of each suite (default 1: all); every variant keeps
 #                       at least its first case, so a stride still covers every kernel
-# The whole sweep (~1800 cases x 4 tools) takes over 10 minutes on an H200: where a command has a
-# time limit, split it by tool or by family (e.g. HK_SANITIZE_FILTER='gemm/*') or use a stride.
+#   HK_SANITIZE_JOBS    gtest shards per tool (default 4); all tools and shards run at once
+# Where a command has a time limit, split the sweep by tool or by family
+# (e.g. HK_SANITIZE_FILTER='gemm/*') or use a stride.
 set -uo pipefail
 build=${1:?usage: scripts/sanitize.sh BUILD_DIR [LOG_DIR]}
 logs=${2:-$build/sanitize}
@@ -33,6 +34,11 @@ fi
 peer_filter=$filter
 if [[ $filter == *:-* ]]; then peer_filter+=':*/baseline_cublas*'; else peer_filter+=':-*/baseline_cublas*'; fi
 IFS=, read -ra tools <<<"${HK_SANITIZE_TOOLS:-memcheck,racecheck,initcheck,synccheck}"
+# Every tool runs at once, each split into HK_SANITIZE_JOBS gtest shards: the instrumented
+# processes are bound by host work, so 4 tools x 4 shards on a 16-core machine take about a
+# quarter of the sequential time, sharing the one GPU.
+jobs=${HK_SANITIZE_JOBS:-4}
+pids=()
 for tool in "${tools[@]}"; do
   extra=()
   [[ $tool == memcheck ]] && extra=(--leak-check full)
@@ -40,12 +46,29 @@ for tool in "${tools[@]}"; do
   [[ $tool == initcheck || $tool == racecheck ]] && tool_filter=$peer_filter
   # initcheck: cudaMallocAsync pools report false positives on reuse; the harness poisons every
   # output, so uninitialised reads of *outputs* are impossible and inputs are always uploaded.
-  compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 200 \
-    "$bin" --gtest_filter="$tool_filter" --gtest_brief=1 >"$logs/$tool.log" 2>&1
-  rc=$?
-  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$tool.log" | tail -1)
-  tests=$(grep -E "^\[  (PASSED|FAILED)  \]" "$logs/$tool.log" | tr '\n' ' ')
-  printf '%-10s rc=%-3s %s %s\n' "$tool" "$rc" "${summary:-no summary}" "$tests" | tee -a "$logs/summary.txt"
+  for ((shard = 0; shard < jobs; shard++)); do
+    GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard \
+      compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 200 \
+      "$bin" --gtest_filter="$tool_filter" --gtest_brief=1 >"$logs/$tool.$shard.log" 2>&1 &
+    pids+=("$tool:$shard:$!")
+  done
+done
+declare -A rcs
+for entry in "${pids[@]}"; do
+  IFS=: read -r tool shard pid <<<"$entry"
+  wait "$pid"; rc=$?
+  [[ $rc -ne 0 ]] && rcs[$tool]=$rc
+done
+for tool in "${tools[@]}"; do
+  cat "$logs/$tool".*.log >"$logs/$tool.log"
+  rc=${rcs[$tool]:-0}
+  errors=$(grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$tool".*.log | grep -oE "SUMMARY: [0-9]+" |
+    awk '{n += $2} END {print n + 0}')
+  passed=$(grep -hE "^\[  PASSED  \] [0-9]+" "$logs/$tool".*.log | awk '{n += $4} END {print n + 0}')
+  failed=$(grep -hE "^\[  FAILED  \] [0-9]+ tests?," "$logs/$tool".*.log | awk '{n += $4} END {print n + 0}')
+  summaries=$(grep -hcE "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$tool".*.log | awk '{n += $1} END {print n + 0}')
+  printf '%-10s rc=%-3s %s errors/hazards in %s of %s shard summaries; %s tests passed, %s failed\n' \
+    "$tool" "$rc" "$errors" "$summaries" "$jobs" "$passed" "$failed" | tee -a "$logs/summary.txt"
   # where the (printed) errors are: the kernel or allocation site of each, counted
   grep -A1 -E "^========= (Invalid|Uninitialized|Leaked|Race|Barrier|Warning|Error)" "$logs/$tool.log" |
     grep -oE "^=========     at [^(]+|^=========     Saved host backtrace up to driver entry point at allocation" |
