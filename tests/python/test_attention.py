@@ -445,8 +445,10 @@ def test_sdpa_matches_torch_sdpa(cuda, sq, sk, is_causal, d):
     o.backward(dout)
     want.backward(dout.double())
     for got, exp in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
-        scale = exp.abs().pow(2).mean().sqrt().item()
-        torch.testing.assert_close(got.double(), exp, atol=16 * 2**-8 * scale + 1e-6, rtol=2 * 2**-8)
+        # Sq = 1, causal: the query sees one key, so dq is 0 up to O's bf16 rounding (a softmax
+        # over one key has no score gradient); the scale has the floor the varlen test uses.
+        scale = max(exp.abs().pow(2).mean().sqrt().item(), 1e-3)
+        torch.testing.assert_close(got.double(), exp, atol=16 * 2**-8 * scale, rtol=2 * 2**-8)
 
 
 def test_sdpa_compiles_and_matches_torch_errors(cuda):
