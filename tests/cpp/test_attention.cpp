@@ -313,12 +313,16 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   EXPECT_EQ(pick(64, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false, DType::kF16), "v05_wgmma_tma");
-  EXPECT_EQ(pick(96, false), "v03_fa2_mma_sync");
-  EXPECT_EQ(pick(32, false), "v03_fa2_mma_sync");
-  EXPECT_EQ(pick(40, false), "v02_online_softmax");
-  EXPECT_EQ(pick(64, true), "v04_fa2_backward");
-  EXPECT_EQ(pick(96, true), "v04_fa2_backward");
+  // other head dims: copies padded to 64 or 128 for v05
+  EXPECT_EQ(pick(96, false), "v08_padded_pack");
+  EXPECT_EQ(pick(32, false), "v08_padded_pack");
+  EXPECT_EQ(pick(40, false), "v08_padded_pack");
+  EXPECT_EQ(pick(64, true), "v04_fa2_backward");  // v07 takes no thd
+  EXPECT_EQ(pick(96, true), "v04_fa2_backward");  // v04 takes D = 96 as it is: nothing to pack
+  EXPECT_EQ(pick(80, true), "v08_padded_pack");   // padded to 96 for v04
+  EXPECT_EQ(pick(40, true), "v08_padded_pack");   // padded to 64 for v04
   EXPECT_EQ(pick(128, true), "v02_online_softmax");  // v04's thd D = 128 would spill
+  EXPECT_EQ(pick(112, true), "v02_online_softmax");  // nor padded to 128
   AttentionProblem p = AttentionProblem::varlen({100}, {100}, 2, 2, 64, DType::kBF16);
   EXPECT_NE(reg.variant("attention", "v01_materialized")->supports(p), "");
   EXPECT_NE(reg.variant("attention", "v06_pingpong_overlap")->supports(p), "");
@@ -373,23 +377,29 @@ TEST(AttentionDispatch, PicksByShape) {
   EXPECT_EQ(pick(64, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false, 8), "v05_wgmma_tma");  // padded rows, still 16-byte multiples
-  EXPECT_EQ(pick(96, false), "v03_fa2_mma_sync");
-  EXPECT_EQ(pick(32, false), "v03_fa2_mma_sync");
-  EXPECT_EQ(pick(128, false, 3), "v02_online_softmax");
+  // head dims up to 128 other than 64 and 128, and rows TMA cannot read: padded copies (v08)
+  EXPECT_EQ(pick(96, false), "v08_padded_pack");
+  EXPECT_EQ(pick(80, false), "v08_padded_pack");
+  EXPECT_EQ(pick(32, false), "v08_padded_pack");
+  EXPECT_EQ(pick(128, false, 3), "v08_padded_pack");
   EXPECT_EQ(pick(256, false), "v02_online_softmax");
-  EXPECT_EQ(pick(40, false), "v02_online_softmax");
+  EXPECT_EQ(pick(40, false), "v08_padded_pack");
   EXPECT_EQ(pick(64, true), "v07_wgmma_backward");
   EXPECT_EQ(pick(128, true), "v07_wgmma_backward");
   EXPECT_EQ(pick(128, true, 8), "v07_wgmma_backward");  // padded rows, still 16-byte multiples
-  EXPECT_EQ(pick(96, true), "v04_fa2_backward");
-  EXPECT_EQ(pick(37, true), "v02_online_softmax");
+  EXPECT_EQ(pick(96, true), "v08_padded_pack");
+  EXPECT_EQ(pick(80, true), "v08_padded_pack");
+  EXPECT_EQ(pick(37, true), "v08_padded_pack");
+  EXPECT_EQ(pick(256, true), "v02_online_softmax");
+  AttentionProblem f32(2, 1000, 1000, 8, 2, 80, DType::kF32);
+  EXPECT_EQ(reg.pick(f32).name(), "v02_online_softmax");
   AttentionProblem one(1, 64, 64, 2, 2, 64, DType::kBF16);
   one.str_q.b = 3;  // batch of extent 1: its stride is never used
   EXPECT_EQ(reg.pick(one).name(), "v05_wgmma_tma");
   EXPECT_FALSE(reg.variant("attention", "v06_pingpong_overlap")->is(hk::kFlagProduction));
   AttentionProblem misaligned(1, 64, 64, 2, 2, 64, DType::kBF16);
   misaligned.align_bytes = 4;
-  EXPECT_EQ(reg.pick(misaligned).name(), "v02_online_softmax");
+  EXPECT_EQ(reg.pick(misaligned).name(), "v08_padded_pack");
 }
 
 // make_problem(views laid out as inputs(), attrs()) rebuilds each test problem (the Python

@@ -928,7 +928,7 @@ class AttentionFamily final : public Family {
     using L = AttentionLayout;
     std::vector<TestShape> shapes;
     // head dims: the tensor-core ones and odd ones only the general rung runs
-    for (int64_t d : {1, 3, 16, 32, 64, 96, 128, 256})
+    for (int64_t d : {1, 3, 16, 32, 64, 80, 96, 128, 256})
       shapes.push_back({1, 129, 129, 2, 1, d, d % 2 == 0});
     // past v02's 128-dim chunks and 256-dim (forward) / 128-dim (backward) output slabs
     shapes.push_back({1, 33, 45, 2, 1, 520, true});
