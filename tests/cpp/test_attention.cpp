@@ -313,10 +313,11 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   EXPECT_EQ(pick(64, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false, DType::kF16), "v05_wgmma_tma");
-  // other head dims: copies padded to 64 or 128 for v05
-  EXPECT_EQ(pick(96, false), "v08_padded_pack");
-  EXPECT_EQ(pick(32, false), "v08_padded_pack");
-  EXPECT_EQ(pick(40, false), "v08_padded_pack");
+  // other head dims that are multiples of 8: v05 in place (TMA zero-fills the tile's extra columns)
+  EXPECT_EQ(pick(96, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(32, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(40, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(37, false), "v08_padded_pack");  // copies padded to 40 for v05
   EXPECT_EQ(pick(64, true), "v04_fa2_backward");  // v07 takes no thd
   EXPECT_EQ(pick(96, true), "v04_fa2_backward");  // v04 takes D = 96 as it is: nothing to pack
   EXPECT_EQ(pick(80, true), "v08_padded_pack");   // padded to 96 for v04
@@ -377,19 +378,21 @@ TEST(AttentionDispatch, PicksByShape) {
   EXPECT_EQ(pick(64, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false, 8), "v05_wgmma_tma");  // padded rows, still 16-byte multiples
-  // head dims up to 128 other than 64 and 128, and rows TMA cannot read: padded copies (v08)
-  EXPECT_EQ(pick(96, false), "v08_padded_pack");
-  EXPECT_EQ(pick(80, false), "v08_padded_pack");
-  EXPECT_EQ(pick(32, false), "v08_padded_pack");
+  // head dims that are multiples of 8 up to 128: v05 / v07 in place; others, and rows TMA cannot
+  // read: padded copies (v08)
+  EXPECT_EQ(pick(96, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(80, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(32, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false, 3), "v08_padded_pack");
   EXPECT_EQ(pick(256, false), "v02_online_softmax");
-  EXPECT_EQ(pick(40, false), "v08_padded_pack");
+  EXPECT_EQ(pick(37, false), "v08_padded_pack");
   EXPECT_EQ(pick(64, true), "v07_wgmma_backward");
   EXPECT_EQ(pick(128, true), "v07_wgmma_backward");
   EXPECT_EQ(pick(128, true, 8), "v07_wgmma_backward");  // padded rows, still 16-byte multiples
-  EXPECT_EQ(pick(96, true), "v08_padded_pack");
-  EXPECT_EQ(pick(80, true), "v08_padded_pack");
+  EXPECT_EQ(pick(96, true), "v07_wgmma_backward");
+  EXPECT_EQ(pick(80, true), "v07_wgmma_backward");
   EXPECT_EQ(pick(37, true), "v08_padded_pack");
+  EXPECT_EQ(pick(80, true, 3), "v08_padded_pack");
   EXPECT_EQ(pick(256, true), "v02_online_softmax");
   AttentionProblem f32(2, 1000, 1000, 8, 2, 80, DType::kF32);
   EXPECT_EQ(reg.pick(f32).name(), "v02_online_softmax");

@@ -100,8 +100,8 @@ TEST(AttentionV07, SupportsAndDispatch) {
     EXPECT_NE(why.find(part), std::string::npos) << p.key() << ": \"" << why << "\"";
   };
   declined(AttentionProblem(1, 64, 64, 2, 2, 64, DType::kBF16, false), "backward only");
-  declined(AttentionProblem(1, 64, 64, 2, 2, 96, DType::kBF16, true), "D = 64 and 128");
-  declined(AttentionProblem(1, 64, 64, 2, 2, 32, DType::kF16, true), "D = 64 and 128");
+  declined(AttentionProblem(1, 64, 64, 2, 2, 100, DType::kBF16, true), "multiple of 8 up to 128");
+  declined(AttentionProblem(1, 64, 64, 2, 2, 136, DType::kF16, true), "multiple of 8 up to 128");
   declined(AttentionProblem(1, 64, 64, 2, 2, 64, DType::kF32, true), "bf16 or f16");
   declined(AttentionProblem(1, 64, 0, 2, 2, 64, DType::kBF16, true), "empty");
   AttentionProblem rows3(1, 100, 100, 2, 1, 64, DType::kBF16, true);
@@ -112,7 +112,8 @@ TEST(AttentionV07, SupportsAndDispatch) {
   declined(mis, "aligned");
   // what the public backward runs instead
   EXPECT_EQ(reg.pick(rows3).name(), "v08_padded_pack");  // copies with 16-byte rows, v07 on them
-  EXPECT_EQ(reg.pick(AttentionProblem(1, 64, 64, 2, 2, 96, DType::kBF16, true)).name(), "v08_padded_pack");
+  EXPECT_EQ(reg.pick(AttentionProblem(1, 64, 64, 2, 2, 96, DType::kBF16, true)).name(), "v07_wgmma_backward");
+  EXPECT_EQ(reg.pick(AttentionProblem(1, 64, 64, 2, 2, 100, DType::kBF16, true)).name(), "v08_padded_pack");
 }
 
 // Every shape, atomic and deterministic dQ, against the fp64 reference.

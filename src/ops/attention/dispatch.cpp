@@ -1,14 +1,15 @@
 // attention/dispatch.cpp — which production rung serves a public attention call.
 //
-// Forward: the TMA + wgmma kernel (v05) for D = 64 and 128 with TMA-describable q, k, v; any
-// other D up to 128 or operands in other strides through v08, which copies them with D
-// zero-padded to 64 or 128 and runs v05 on the copies; the FlashAttention-2 tensor-core kernel
-// (v03) where it runs and v05 does not; else the general CUDA-core online-softmax rung (v02: any
-// D, any strides: D > 128 and f32). v06 (v05 with
+// Forward: the TMA + wgmma kernel (v05) for D a multiple of 8 up to 128 with TMA-describable
+// q, k, v; other D up to 128 or operands in other strides through v08, which copies them with D
+// zero-padded and runs v05 on the copies; the FlashAttention-2 tensor-core kernel (v03) where it
+// runs and v05 does not; else the general CUDA-core online-softmax rung (v02: any D, any strides:
+// D > 128 and f32). v06 (v05 with
 // FlashAttention-3's ping-pong and intra-warpgroup overlap) measured slower than v05 on every
 // bench shape and stays a ladder rung.
-// Backward: the TMA + wgmma backward (v07) for D = 64 and 128 with TMA-describable operands,
-// other D up to 128 through v08's padded copies (v04's at D <= 96 for variable length); the
+// Backward: the TMA + wgmma backward (v07) for D a multiple of 8 up to 128 with TMA-describable
+// operands, other D up to 128 through v08's padded copies (v04's at D <= 96 for variable
+// length); the
 // FlashAttention-2 tensor-core backward (v04, D in {32, 64, 96, 128}, 16-byte rows; atomic dQ
 // by default, a separate dQ pass when deterministic), else v02's CUDA-core backward
 // (deterministic always). v02 accepts every valid problem, so the public op never refuses one.
@@ -22,17 +23,18 @@ std::vector<Route> attention_dispatch(const AttentionProblem& p) {
   // second), 559 at S = 4096, D = 128; v03 106 / 98 and 122; v06 303 / 259 and 431.
   // Backward, H200, 2026-12-02, bf16, B4 S4096 H16 D128: v07 390 TFLOP/s, v04 106.
   if (!p.backward)
-    return {{"v05_wgmma_tma", "D = 64 or 128, TMA-describable q, k, v: wgmma with P from registers, "
+    return {{"v05_wgmma_tma", "D a multiple of 8 up to 128, TMA-describable q, k, v: wgmma with P from registers, "
                               "3.7x v03 at S = 2048, D = 64"},
-            {"v08_padded_pack", "D up to 128 but not 64 or 128, or rows not 16-byte multiples: copies with D zero-"
-                                "padded, v05 on them (a 2.7B-sized block's D = 80 ran on CUDA cores before)"},
+            {"v08_padded_pack", "other D up to 128, or rows TMA cannot read: copies with D zero-padded, v05 on them "
+                                "(a 2.7B-sized block's D = 80 ran on CUDA cores before: 110x slower)"},
             {"v03_fa2_mma_sync", "tensor cores: mma.sync m16n8k16 for Q K^T and P V, online softmax in registers"},
             {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, one pass over K/V)"}};
-  return {{"v07_wgmma_backward", "D = 64 or 128, TMA-describable operands: wgmma with P^T and dS^T from registers, "
+  return {{"v07_wgmma_backward", "D a multiple of 8 up to 128, TMA-describable operands: wgmma with P^T and dS^T "
+                                 "from registers, "
                                  "K/V resident per 128 keys, dQ by f32 vector reductions: 390 TFLOP/s, 3.7x v04 at "
                                  "B4 S4096 H16 D128 (H200, 2026-12-02)"},
-          {"v08_padded_pack", "D up to 128 but not 64 or 128, or rows not 16-byte multiples: copies with D zero-"
-                              "padded, v07 on them (v04 for variable length)"},
+          {"v08_padded_pack", "other D up to 128, or rows TMA cannot read: copies with D zero-padded, v07 on them "
+                              "(v04 for variable length)"},
           {"v04_fa2_backward", "tensor cores: P recomputed from lse, dK/dV per 64-key block, dQ by f32 atomics "
                                "(deterministic: a separate dQ pass)"},
           {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, deterministic)"}};

@@ -146,6 +146,7 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 2], const uint32_t (&a)
 
 struct FwdParams {
   int seqlen_q, seqlen_k, heads_q, group;
+  int head_dim;                       // D <= kD: TMA zero-fills q, k, v's columns past it; o's are not stored
   int64_t window_left, window_right;  // causal folded in
   float scale_log2;                   // scale * log2(e) (no softcap)
   float cap_in, cap_out;              // softcap: x = cap_out * tanh(s * cap_in) in log2 units; cap_out 0: off
@@ -480,7 +481,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     T* orow = out + int64_t(b) * p.so.b + int64_t(q0 + row) * p.so.s + int64_t(hq) * p.so.h + key_lane;
 #pragma unroll
     for (int j = 0; j < kD / 8; ++j)
-      *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+      if (8 * j < p.head_dim)  // D is a multiple of 8: a thread's column pair is wholly in or out
+        *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
     if (lane % 4 == 0)
       p.lse[kVarlen ? int64_t(hq) * p.total_q + q0 + row : (int64_t(b) * p.heads_q + hq) * p.seqlen_q + row] =
           l > 0.f ? (row_max[h] * (kSoftcap ? 1.f : p.scale_log2) + log2f(l)) * 0.69314718055994531f : -INFINITY;
@@ -489,6 +491,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
 // A rank-4 (D, S, H, B) map of a [B, S, H, D]-indexed operand with 128-byte (64-element) boxes of
 // `rows` rows. Strides of extent-1 dims are not used by TMA but must be legal: the span below.
+// A box's columns past D (D < the kernel's kD) come back as zeros: TMA fills what lies out of
+// bounds with zeros and still counts the whole box in the barrier's transaction bytes.
 inline CUtensorMap operand_map(const void* base, DType dt, int64_t s, int64_t h, int64_t bsz, int64_t d, const AttnStrides& st,
                         uint32_t rows) {
   const uint64_t dims[4] = {uint64_t(d), uint64_t(s), uint64_t(h), uint64_t(bsz)};
@@ -522,6 +526,7 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name)
   FwdParams p{};
   p.seqlen_q = static_cast<int>(a.seqlen_q), p.seqlen_k = static_cast<int>(a.seqlen_k);
   p.heads_q = static_cast<int>(a.heads_q), p.group = static_cast<int>(a.heads_q / a.heads_kv);
+  p.head_dim = static_cast<int>(a.head_dim);
   p.window_left = a.window_left, p.window_right = a.window_right;
   constexpr float kLog2e = 1.4426950408889634f;
   p.scale_log2 = a.scale * kLog2e;
@@ -532,9 +537,9 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name)
   // thd: maps over the packed [total, H, D] tensors, one batch
   const bool thd = a.cu_q != nullptr;
   const int64_t rq = thd ? a.total_q : a.seqlen_q, rk = thd ? a.total_k : a.seqlen_k, nb = thd ? 1 : a.batch;
-  const CUtensorMap mq = operand_map(a.q, a.dtype, rq, a.heads_q, nb, kD, a.sq, C::kBlockM);
-  const CUtensorMap mk = operand_map(a.k, a.dtype, rk, a.heads_kv, nb, kD, a.sk, C::kBlockN);
-  const CUtensorMap mv = operand_map(a.v, a.dtype, rk, a.heads_kv, nb, kD, a.sv, C::kBlockN);
+  const CUtensorMap mq = operand_map(a.q, a.dtype, rq, a.heads_q, nb, a.head_dim, a.sq, C::kBlockM);
+  const CUtensorMap mk = operand_map(a.k, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sk, C::kBlockN);
+  const CUtensorMap mv = operand_map(a.v, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sv, C::kBlockN);
   using Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const FwdParams);
   Kernel kernel = a.softcap > 0.f ? attention_hopper_kernel<T, C, true, false> : attention_hopper_kernel<T, C, false, false>;
   if constexpr (thd_rung<P>()) {
@@ -557,12 +562,13 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name)
   HK_CHECK_LAUNCH(name);
 }
 
-// Launches the kernel of policy P for a's dtype and head dim (64 or 128).
+// Launches the kernel of policy P for a's dtype and head dim: the 64-column tile for D <= 64, the
+// 128-column one above (columns past D are zeros: D = 80 does 128 columns' tensor work).
 template <class P>
 void launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream, const char* name) {
   auto with_d = [&](auto t) {
     using T = decltype(t);
-    if (a.head_dim == 64) launch_typed<T, 64, P>(a, stream, name);
+    if (a.head_dim <= 64) launch_typed<T, 64, P>(a, stream, name);
     else launch_typed<T, 128, P>(a, stream, name);
   };
   if (a.dtype == DType::kF16) with_d(__half{});
@@ -581,8 +587,9 @@ inline std::string hopper_attention_supports(const AttentionProblem& p, const ch
       return r + " takes packed row counts below 2^31 (TMA coordinates)";
   }
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return r + " takes bf16 or f16";
-  if (p.head_dim != 64 && p.head_dim != 128)
-    return r + " is built for D = 64 and 128, got D=" + std::to_string(p.head_dim);
+  if (p.head_dim > 128 || p.head_dim % 8 != 0)
+    return r + " is built for D a multiple of 8 up to 128 (64- and 128-column tiles), got D=" +
+           std::to_string(p.head_dim);
   if (p.seqlen_k < 1) return r + " needs Sk >= 1 (a TMA extent), got Sk=0";
   if (p.align_bytes < 16) return r + " needs 16-byte aligned operands (TMA)";
   // A dimension of extent 1 is never stepped over: its stride is not TMA's business.

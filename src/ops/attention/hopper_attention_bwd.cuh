@@ -83,6 +83,7 @@ struct Cfg {
 
 struct BwdParams {
   int seqlen_q, seqlen_k, sq_pad, heads_q, group;
+  int head_dim;                       // D <= kD: TMA zero-fills the operands' columns past it
   int64_t window_left, window_right;  // causal folded in
   float scale, scale_log2;            // scale, scale * log2(e)
   float cap_in, cap_out;              // softcap: s = cap_out * tanh(x * cap_in) in log2 units
@@ -385,6 +386,9 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     if (j >= p.seqlen_k) continue;
 #pragma unroll
     for (int jj = 0; jj < kD / 8; ++jj) {
+      // D is a multiple of 8 above kD - 64: a column pair is wholly in or out, and only the last
+      // 64 columns can be out
+      if (8 * jj >= kD - 64 && 8 * jj >= p.head_dim) continue;
       *reinterpret_cast<uint32_t*>(dK + j * p.sdk.s + 8 * jj + col) =
           pack2<T>(p.scale * dk[4 * jj + 2 * h], p.scale * dk[4 * jj + 2 * h + 1]);
       *reinterpret_cast<uint32_t*>(dV + j * p.sdv.s + 8 * jj + col) = pack2<T>(dv[4 * jj + 2 * h], dv[4 * jj + 2 * h + 1]);
@@ -433,8 +437,9 @@ __global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a,
       const T* drow = attn::row_ptr(static_cast<const T*>(a.dout), a.sdo, b, i, h);
 #pragma unroll
       for (int c = 0; c < kD / 64; ++c)
-        x += dot8<T>(*reinterpret_cast<const uint4*>(orow + 64 * c + 8 * sub),
-                     *reinterpret_cast<const uint4*>(drow + 64 * c + 8 * sub));
+        if (64 * c + 8 * sub < a.head_dim)
+            x += dot8<T>(*reinterpret_cast<const uint4*>(orow + 64 * c + 8 * sub),
+                       *reinterpret_cast<const uint4*>(drow + 64 * c + 8 * sub));
     }
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     x += __shfl_xor_sync(0xffffffffu, x, 2);
@@ -446,14 +451,15 @@ __global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a,
   }
 }
 
-// dq = scale * dq_acc in dq's dtype and strides, 8 elements (two float4 in, 16 bytes out) per step.
+// dq = scale * dq_acc in dq's dtype and strides, 8 elements (two float4 in, 16 bytes out) per step;
+// dq_acc's rows are kD wide, dq's D (the first D columns).
 template <class T, int kD>
 __global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionArgs a, int sq_pad,
                                                                 const float* dq_acc) {
-  const int64_t chunks = a.batch * a.heads_q * a.seqlen_q * (kD / 8);
+  const int64_t per_row = a.head_dim / 8, chunks = a.batch * a.heads_q * a.seqlen_q * per_row;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < chunks; e += int64_t(gridDim.x) * blockDim.x) {
-    const int d = static_cast<int>(e % (kD / 8)) * 8;
-    const int64_t r = e / (kD / 8), i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
+    const int d = static_cast<int>(e % per_row) * 8;
+    const int64_t r = e / per_row, i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
     const float4* src = reinterpret_cast<const float4*>(dq_acc + (bh * sq_pad + i) * kD + d);
     const float4 x = src[0], y = src[1];
     const float s = a.scale;
@@ -491,6 +497,7 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   BwdParams p{};
   p.seqlen_q = static_cast<int>(a.seqlen_q), p.seqlen_k = static_cast<int>(a.seqlen_k), p.sq_pad = sq_pad;
   p.heads_q = static_cast<int>(a.heads_q), p.group = static_cast<int>(a.heads_q / a.heads_kv);
+  p.head_dim = static_cast<int>(a.head_dim);
   p.window_left = a.window_left, p.window_right = a.window_right;
   constexpr float kLog2e = 1.4426950408889634f;
   p.scale = a.scale, p.scale_log2 = a.scale * kLog2e;
@@ -499,11 +506,13 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   p.lse2 = lse2, p.delta = delta, p.dq_acc = dq_acc, p.dq_turn = dq_turn;
   p.dk = a.dk, p.dv = a.dv, p.sdk = a.sdk, p.sdv = a.sdv;
   p.deterministic = a.deterministic ? 1 : 0;
-  const CUtensorMap mq = attn_hopper::operand_map(a.q, a.dtype, a.seqlen_q, a.heads_q, a.batch, kD, a.sq, C::kBlockM);
-  const CUtensorMap mk = attn_hopper::operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sk, C::kBlockN);
-  const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, kD, a.sv, C::kBlockN);
+  // D-wide maps: a box's columns past D arrive as zeros (the kernel computes kD columns)
+  const int64_t d = a.head_dim;
+  const CUtensorMap mq = attn_hopper::operand_map(a.q, a.dtype, a.seqlen_q, a.heads_q, a.batch, d, a.sq, C::kBlockM);
+  const CUtensorMap mk = attn_hopper::operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, d, a.sk, C::kBlockN);
+  const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, d, a.sv, C::kBlockN);
   const CUtensorMap mdo =
-      attn_hopper::operand_map(a.dout, a.dtype, a.seqlen_q, a.heads_q, a.batch, kD, a.sdo, C::kBlockM);
+      attn_hopper::operand_map(a.dout, a.dtype, a.seqlen_q, a.heads_q, a.batch, d, a.sdo, C::kBlockM);
   auto kernel = a.softcap > 0.f ? attention_v07_bwd_kernel<T, kD, true> : attention_v07_bwd_kernel<T, kD, false>;
   static const bool configured = [] {
     for (auto k : {attention_v07_bwd_kernel<T, kD, true>, attention_v07_bwd_kernel<T, kD, false>})
@@ -517,7 +526,8 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   HK_CHECK_LAUNCH("attention_v07 main");
 
   attention_v07_dq_convert<T, kD>
-      <<<grid_for(ceil_div(a.batch * a.heads_q * a.seqlen_q * (kD / 8), 256)), 256, 0, stream>>>(a, sq_pad, dq_acc);
+      <<<grid_for(ceil_div(a.batch * a.heads_q * a.seqlen_q * (a.head_dim / 8), 256)), 256, 0, stream>>>(a, sq_pad,
+                                                                                                         dq_acc);
   HK_CHECK_LAUNCH("attention_v07 dq convert");
 }
 
@@ -528,8 +538,8 @@ inline std::string supports(const AttentionProblem& p) {
   if ((p.layout != AttentionLayout::kBSHD && p.layout != AttentionLayout::kBHSD) || p.inputs().size() != 6)
     return "fixed-length bshd / bhsd problems only (no variable-length sequences)";
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "takes bf16 or f16";
-  if (p.head_dim != 64 && p.head_dim != 128)
-    return "built for D = 64 and 128, got D=" + std::to_string(p.head_dim);
+  if (p.head_dim > 128 || p.head_dim % 8 != 0)
+    return "built for D a multiple of 8 up to 128 (64- and 128-column tiles), got D=" + std::to_string(p.head_dim);
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || p.seqlen_k == 0)
     return "empty sequences run on the general rung (TMA extents are at least 1)";
   if (std::string why = p.rows_16b(); !why.empty()) return why + " (TMA)";

@@ -12,7 +12,10 @@
 // Variable length (thd): the TMA maps span the packed [total, H, D] tensors; a CTA starts its
 // coordinates at its sequence's first packed row, masks keys past the sequence's end and stores
 // only the sequence's rows (the last tile's others belong to the next sequence).
-// Needs: sm_90a; bf16 or f16; D = 64 or 128; 16-byte aligned q, k, v with strides multiples of 8
+// Head dims: a multiple of 8 up to 128, on the 64-column tiles (D <= 64) or the 128-column ones;
+// TMA fills the columns past D with zeros and the epilogue stores D columns, so D = 80 costs
+// D = 128's tensor work and no copy.
+// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 128; 16-byte aligned q, k, v with strides multiples of 8
 // elements; thd: total_k >= 1; forward only (hopper_attention_supports says which rule a problem
 // breaks).
 // Run:   hk bench attention --variant 'v0[356]*'

@@ -1,28 +1,25 @@
 // attention/v08_padded_pack.cu
 //
-// Rung 8: every head dim up to 128, and operands in any strides, at the speed of the Hopper
-// kernels. v05 and v07 are built for D = 64 and 128 with 16-byte rows, v03 and v04 for
-// D in {32, 64, 96, 128}; before this rung a D = 80 problem (a 2560-wide model with 32 heads) or a
-// q sliced from a fused QKV with rows of an odd length fell to v02's CUDA cores: a 2.7B-sized
-// block (B4 S1024 H32 D80) ran its attention forward at a twentieth of PyTorch's SDPA (H200,
-// 2026-12-02). Here q, k, v (and, backward, o and dout) are copied once into contiguous scratch
-// with D zero-padded to the smallest head dim a tensor-core rung serves, and the family's dispatch
-// runs on the copies; o (backward: dq, dk, dv) comes back through scratch, its first D columns
-// copied to the caller's strides. lse is passed through: its layout does not depend on D.
-// Zero columns change nothing: q.k over the padded dims adds zeros, so S, P and lse are the
-// caller's (the scale stays the caller's 1/sqrt(D)); P V's extra columns are zero and dropped;
-// the backward's Delta = rowsum(dout * o) gains zero terms, and dq, dk, dv's extra columns are
-// never read.
-// Padded dims tried, best first: a Hopper rung (v05 forward, v07 backward) at 64 then 128, then
-// an mma.sync rung (v03, v04) at 32, 64, 96, 128 (the backward of a variable-length batch, which
-// v07 does not take, runs v04 at D <= 96). D = 32 and 96 thus run v05 / v07 at 64 and 128: twice
-// and 4/3 the tensor work, at 3-4x the mma.sync rungs' throughput. Each copy streams its tensor once (read + write), a few
-// percent of an attention of S >= 1024: 4 x 21 MB at B4 S1024 H32 D80.
+// Rung 8: every head dim up to 128 and operands in any strides on the tensor-core rungs. v05
+// and v07 take a D that is a multiple of 8 up to 128 with 16-byte aligned rows (TMA's rules), v03
+// and v04 D in {32, 64, 96, 128}; a q sliced from a fused QKV with rows of an odd length, a head
+// dim of 37, or the backward of a variable-length batch (which v07 does not take) at D = 80 fell
+// to v02's CUDA cores. Here q, k, v (and, backward, o and dout) are copied once into contiguous
+// scratch with D zero-padded (to a multiple of 8 for v05 / v07; for v04, to 32, 64, 96 or 128),
+// and the chosen rung runs on the copies; o (backward: dq, dk, dv) comes back through scratch,
+// its first D columns copied to the caller's strides. lse is passed through: its layout does not
+// depend on D. Zero columns change nothing: q.k over the padded dims adds zeros, so S, P and lse
+// are the caller's (the scale stays the caller's 1/sqrt(D)); P V's extra columns are zero and
+// dropped; the backward's Delta = rowsum(dout * o) gains zero terms, and dq, dk, dv's extra
+// columns are never read.
+// Each copy streams its tensor once (read + write): at B16 S1024 H25 D80 the copies cost ~230 us
+// of v08's 733 us forward when D = 80 still went through it (H200, 2026-12-02); v05 and v07 now
+// take D = 80 in place, by TMA's zero fill.
 // Adds over v07: no head dim up to 128 and no operand layout outside the tensor-core rungs.
 // Needs: bf16 or f16; D <= 128; a padded problem some tensor-core rung takes; a problem those
 // rungs take as given is left to them (supports() says so).
-// Kernels: pack_rows_kernel / unpack_rows_kernel below, then the dispatch's choice.
-// Run:   hk bench attention --variant 'v08*' --shape 4096x80
+// Kernels: pack_rows_kernel / unpack_rows_kernel below, then the chosen rung.
+// Run:   hk bench attention --variant 'v08*' --shape 1024x37
 #include <cstdint>
 #include <string>
 
@@ -99,37 +96,35 @@ AttentionProblem padded(const AttentionProblem& p, int64_t dp) {
   return q;
 }
 
-// The padded head dim and the rung that serves it: the first of these that takes the padded
-// problem, a Hopper rung before an mma.sync one, a smaller padding before a larger. Each is asked
-// directly (not through the dispatch, which lists this rung).
+// The padded head dim and the rung that serves it: the Hopper rung (v05 forward, v07 backward)
+// at D rounded up to a multiple of 8 (its rule), else an mma.sync rung (v03, v04) at the
+// smallest of 32, 64, 96, 128 that holds D. Each is asked directly, not through the dispatch,
+// which lists this rung.
 struct Plan {
   int64_t dp = 0;
   const Variant* inner = nullptr;
 };
+const Variant* rung(const char* name) { return Registry::get().variant("attention", name); }
+const Variant* hopper_rung(const AttentionProblem& p) {
+  return rung(p.backward ? "v07_wgmma_backward" : "v05_wgmma_tma");
+}
 Plan plan(const AttentionProblem& p) {
-  static constexpr struct {
-    const char *fwd, *bwd;
-    int64_t dp;
-  } kOrder[] = {{"v05_wgmma_tma", "v07_wgmma_backward", 64},  {"v05_wgmma_tma", "v07_wgmma_backward", 128},
-                {"v03_fa2_mma_sync", "v04_fa2_backward", 32}, {"v03_fa2_mma_sync", "v04_fa2_backward", 64},
-                {"v03_fa2_mma_sync", "v04_fa2_backward", 96}, {"v03_fa2_mma_sync", "v04_fa2_backward", 128}};
-  for (const auto& o : kOrder) {
-    if (o.dp < p.head_dim) continue;
-    const Variant* v = Registry::get().variant("attention", p.backward ? o.bwd : o.fwd);
-    if (v && v->supports(padded(p, o.dp)).empty()) return {o.dp, v};
-  }
+  const int64_t d8 = ceil_div(p.head_dim, 8) * 8;
+  if (const Variant* v = hopper_rung(p); v && v->supports(padded(p, d8)).empty()) return {d8, v};
+  const Variant* mma = rung(p.backward ? "v04_fa2_backward" : "v03_fa2_mma_sync");
+  for (int64_t dp : {32, 64, 96, 128})
+    if (dp >= p.head_dim && mma && mma->supports(padded(p, dp)).empty()) return {dp, mma};
   return {};
 }
 
 std::string attention_v08_supports(const AttentionProblem& p) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "bf16 or f16 only (the tensor-core rungs' dtypes)";
   if (p.head_dim > 128) return "D = " + std::to_string(p.head_dim) + ": the tensor-core rungs stop at 128";
-  const bool rows_ok = p.rows_16b().empty();
-  if (rows_ok && (p.head_dim == 64 || p.head_dim == 128))
-    return "the tensor-core rungs take D = " + std::to_string(p.head_dim) + " with 16-byte rows as it is: nothing to pack";
+  if (const Variant* v = hopper_rung(p); v && v->supports(p).empty())
+    return v->name() + " takes this problem as it is: nothing to pack";
   const Plan pl = plan(p);
   if (!pl.inner) return "no tensor-core rung takes the padded problem either";
-  if (rows_ok && pl.dp == p.head_dim)
+  if (pl.dp == p.head_dim && p.rows_16b().empty())
     return pl.inner->name() + " takes D = " + std::to_string(p.head_dim) + " as it is: nothing to pack";
   return "";
 }
