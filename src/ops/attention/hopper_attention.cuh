@@ -20,7 +20,7 @@
 //                    barriers), so one's softmax overlaps the other's MMAs
 // Variable length (thd, for policies with kThd): the maps span the packed tensors and a CTA
 // starts its TMA coordinates at its sequence's first packed row (as FlashAttention-3 does).
-// Needs: sm_90a; bf16 or f16; D = 64 or 128; Sk >= 1; q, k, v 16-byte aligned with (batch, seq,
+// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 128; Sk >= 1; q, k, v 16-byte aligned with (batch, seq,
 // head) strides multiples of 8 elements (TMA's 16 bytes); o with even strides; forward only.
 #pragma once
 
@@ -587,7 +587,7 @@ inline std::string hopper_attention_supports(const AttentionProblem& p, const ch
       return r + " takes packed row counts below 2^31 (TMA coordinates)";
   }
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return r + " takes bf16 or f16";
-  if (p.head_dim > 128 || p.head_dim % 8 != 0)
+  if (p.head_dim < 8 || p.head_dim > 128 || p.head_dim % 8 != 0)
     return r + " is built for D a multiple of 8 up to 128 (64- and 128-column tiles), got D=" +
            std::to_string(p.head_dim);
   if (p.seqlen_k < 1) return r + " needs Sk >= 1 (a TMA extent), got Sk=0";

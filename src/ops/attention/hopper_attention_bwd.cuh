@@ -25,7 +25,7 @@
 //      `deterministic` the adds to a query block take turns in key-block order (a counter per
 //      block and column half, ptx/red.cuh), so the sums are rounded in the same order every run.
 //   3. convert: dq = scale * accumulator, in dq's dtype and strides.
-// Needs: sm_90a; bf16 or f16; D = 64 or 128; Sq, Sk >= 1; every operand 16-byte aligned with
+// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 128; Sq, Sk >= 1; every operand 16-byte aligned with
 // (batch, seq, head) strides multiples of 8 elements (TMA, 16-byte rows); backward only.
 #pragma once
 
@@ -89,7 +89,7 @@ struct BwdParams {
   float cap_in, cap_out;              // softcap: s = cap_out * tanh(x * cap_in) in log2 units
   const float* lse2;                  // [B Hq][sq_pad]: lse * log2(e)
   const float* delta;                 // [B Hq][sq_pad]
-  float* dq_acc;                      // [B Hq][sq_pad][D]
+  float* dq_acc;                      // [B Hq][sq_pad][kD]
   int* dq_turn;                       // [B Hq][sq_pad / 64][2]: deterministic adds' counters
   void *dk, *dv;
   AttnStrides sdk, sdv;
@@ -535,10 +535,10 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
 inline std::string supports(const AttentionProblem& p) {
   if (!p.backward) return "backward only (the Hopper forward is v05_wgmma_tma)";
   // Packed variable-length problems carry two more inputs (cu_seqlens) and another layout.
-  if ((p.layout != AttentionLayout::kBSHD && p.layout != AttentionLayout::kBHSD) || p.inputs().size() != 6)
+  if (p.is_varlen())
     return "fixed-length bshd / bhsd problems only (no variable-length sequences)";
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "takes bf16 or f16";
-  if (p.head_dim > 128 || p.head_dim % 8 != 0)
+  if (p.head_dim < 8 || p.head_dim > 128 || p.head_dim % 8 != 0)
     return "built for D a multiple of 8 up to 128 (64- and 128-column tiles), got D=" + std::to_string(p.head_dim);
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || p.seqlen_k == 0)
     return "empty sequences run on the general rung (TMA extents are at least 1)";

@@ -129,7 +129,7 @@ std::string attention_v08_supports(const AttentionProblem& p) {
   return "";
 }
 
-// The problem `a` poses (what supports() reads; the caller's lengths stay on the device).
+// The problem `a` poses, for plan() (the caller's lengths stay on the device).
 AttentionProblem problem_of(const AttentionArgs& a) {
   AttentionProblem p;
   p.batch = a.batch, p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
@@ -143,11 +143,7 @@ AttentionProblem problem_of(const AttentionArgs& a) {
   p.synthesize_lse = false;
   p.str_q = a.sq, p.str_k = a.sk, p.str_v = a.sv, p.str_o = a.so;
   p.str_do = a.sdo, p.str_dq = a.sdq, p.str_dk = a.sdk, p.str_dv = a.sdv;
-  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  bool all = aligned(a.q) && aligned(a.k) && aligned(a.v) && aligned(a.out);
-  if (a.backward) all = all && aligned(a.o) && aligned(a.dout) && aligned(a.dk) && aligned(a.dv);
-  p.align_bytes = all ? 256 : 2;
-  return p;
+  return p;  // plan() reads it through padded(), whose operands are the aligned copies
 }
 
 void attention_v08_launch(const AttentionArgs& a, cudaStream_t stream) {
@@ -195,6 +191,9 @@ void attention_v08_launch(const AttentionArgs& a, cudaStream_t stream) {
   for (Slot& s : out) {
     s.copy = next;
     next += s.bytes;
+    // thd: rows outside every sequence (prefix sums that stop short of the total) are written by
+    // no kernel; zeros keep their copy-back defined
+    if (a.cu_q) HK_CHECK_CUDA(cudaMemsetAsync(s.copy, 0, size_t(s.bytes), stream));
   }
 
   // The inner rung's operands, in the family's order (attention_op.hpp).
@@ -222,7 +221,7 @@ void attention_v08_launch(const AttentionArgs& a, cudaStream_t stream) {
 
 HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v08_padded_pack",
                     "any head dim up to 128, any strides: q, k, v (o, dout) copied once into contiguous scratch "
-                    "with D zero-padded to a tensor-core rung's, the dispatch's choice run on the copies",
+                    "with D zero-padded, v05 / v07 (or v03 / v04) run on the copies",
                     80, kFlagProduction, attention_v08_supports, attention_v08_launch);
 
 }  // namespace hk
