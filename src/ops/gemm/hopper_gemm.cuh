@@ -39,11 +39,11 @@
 // entirely outside are clamped to a valid coordinate (their rows/columns are never stored).
 //
 // What is compiled where: this header holds the body and the host-side launch; the kernels
-// (gemm/hopper_gemm_kernels.cuh) are instantiated per (policy, input dtype, layout) group by
-// hopper_launch_group, in the translation unit that includes that header: the rung's own file
-// for the teaching rungs, which instantiate the "nt" layout only, and one generated file per
-// group for the production rungs (src/ops/gemm/CMakeLists.txt), so that no file compiles more
-// than one group's epilogue kinds.
+// (gemm/hopper_gemm_kernels.cuh) are instantiated per (policy, input dtype, layout, epilogue
+// part) by hopper_launch_part, in the translation unit that includes that header: the rung's own
+// file for the teaching rungs, which instantiate the "nt" layout only, and one generated file per
+// part for the production rungs (src/ops/gemm/CMakeLists.txt), so that no file compiles more
+// than about a dozen kernels.
 #pragma once
 
 #include <cuda.h>
@@ -754,11 +754,31 @@ std::string hopper_supports(const GemmProblem& p) {
   return gemm_tma_supports(p, P::kTmaStore);
 }
 
-// Launches policy P's kernel for input type T, layout (kACol, kBCol) and g's epilogue kind.
-// Declared here, defined in gemm/hopper_gemm_kernels.cuh: the translation unit that includes
-// that header and calls (or explicitly instantiates) it compiles the group's kernels.
+// The production rungs' epilogue kinds in two parts, each compiled in files of its own: 0, the
+// 16-bit outputs without C_in (12 kinds); 1, f32 outputs and C_in (7). A rung that compiles a
+// few kinds (EpilogueKinds::kBench, kRuntime) has them all in part 0.
+template <class P, class Epi>
+constexpr int epilogue_part() {
+  if constexpr (P::kEpilogues != EpilogueKinds::kFused || std::is_same_v<Epi, RuntimeEpilogue>)
+    return P::kEpilogues == EpilogueKinds::kFused ? 1 : 0;
+  else return std::is_same_v<typename Epi::Out, float> ? 1 : 0;
+}
+
+// Launches policy P's kernel for input type T, layout (kACol, kBCol) and g's epilogue kind, which
+// lies in part kPart. Declared here, defined in gemm/hopper_gemm_kernels.cuh: the translation unit
+// that includes that header and explicitly instantiates it compiles the part's kernels.
+template <class P, class T, bool kACol, bool kBCol, int kPart>
+void hopper_launch_part(const GemmArgs& g, cudaStream_t stream);
+
+// The part holding g's epilogue kind (the same dispatch as the kernels', so the two agree), then
+// its launcher.
 template <class P, class T, bool kACol, bool kBCol>
-void hopper_launch_group(const GemmArgs& g, cudaStream_t stream);
+void hopper_launch_group(const GemmArgs& g, cudaStream_t stream) {
+  int part = 0;
+  dispatch_epilogue_kinds<P, T>(g, [&](auto epi) { part = epilogue_part<P, decltype(epi)>(); });
+  if (part == 1) hopper_launch_part<P, T, kACol, kBCol, 1>(g, stream);
+  else hopper_launch_part<P, T, kACol, kBCol, 0>(g, stream);
+}
 
 // A wgmma rung's launcher: the group of g's input dtype and layout (the "nt" group only when
 // the rung does not compile every layout; hopper_supports declines the others).

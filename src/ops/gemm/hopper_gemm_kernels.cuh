@@ -1,11 +1,12 @@
 // gemm/hopper_gemm_kernels.cuh — the wgmma rungs' kernels and the launcher of one kernel group.
 //
-// A translation unit that includes this header compiles the kernels of every group
-// hopper_launch_group<P, T, kACol, kBCol> it calls or explicitly instantiates: one kernel per
-// epilogue kind of the policy (P::kEpilogues), for one input dtype and layout. Everything else
-// (the rung's registration, supports() and hopper_launch) needs only hopper_gemm.cuh, so the
-// production rungs put each group in a file of its own (src/ops/gemm/CMakeLists.txt generates
-// them from hopper_instance.cu.in) and compile them in parallel.
+// A translation unit that includes this header compiles the kernels of every part
+// hopper_launch_part<P, T, kACol, kBCol, kPart> it explicitly instantiates: one kernel per
+// epilogue kind of the policy (P::kEpilogues) in that part (epilogue_part), for one input dtype
+// and layout. Everything else (the rung's registration, supports() and hopper_launch) needs only
+// hopper_gemm.cuh, so the production rungs put each part in a file of its own
+// (src/ops/gemm/CMakeLists.txt generates them from hopper_instance.cu.in) and compile them in
+// parallel.
 #pragma once
 
 #include "gemm/hopper_gemm.cuh"
@@ -34,12 +35,14 @@ __global__ void __launch_bounds__(HopperConfig<P>::kThreads, 1)
   hopper_gemm_body<T, kACol, !kBCol, HopperConfig<P>, Epi>(&tma_a, &tma_b, &tma_c, g, ws);
 }
 
-template <class P, class T, bool kACol, bool kBCol>
-void hopper_launch_group(const GemmArgs& g, cudaStream_t stream) {
+template <class P, class T, bool kACol, bool kBCol, int kPart>
+void hopper_launch_part(const GemmArgs& g, cudaStream_t stream) {
   using Cfg = HopperConfig<P>;
   dispatch_epilogue_kinds<P, T>(g, [&](auto epi) {
     using Epi = decltype(epi);
-    if constexpr (P::kStreamK) {
+    if constexpr (epilogue_part<P, Epi>() != kPart) {
+      HK_THROW(kInternal, "gemm/", P::kName, ": epilogue part ", kPart, " called for a kind of the other part");
+    } else if constexpr (P::kStreamK) {
       auto kernel = hopper_gemm_stream_k_kernel<P, T, kACol, kBCol, Epi>;
       // A problem the schedule does not split goes to the policy's unsplit launcher. The split
       // test asks this kernel how many clusters fit; every kernel of the policy has the same
@@ -57,8 +60,11 @@ void hopper_launch_group(const GemmArgs& g, cudaStream_t stream) {
 
 }  // namespace hk::gemm_impl
 
-// Compiles policy P's "nt" groups (bf16 and f16 inputs) in this file: what a teaching rung runs.
+// Compiles policy P's "nt" kernels (bf16 and f16 inputs) in this file: what a teaching rung runs
+// (its few epilogue kinds are all in part 0).
 #define HK_GEMM_INSTANTIATE_NT(P)                                                                                 \
-  template void ::hk::gemm_impl::hopper_launch_group<P, __nv_bfloat16, false, true>(const ::hk::GemmArgs&,     \
-                                                                                      cudaStream_t);             \
-  template void ::hk::gemm_impl::hopper_launch_group<P, __half, false, true>(const ::hk::GemmArgs&, cudaStream_t)
+  static_assert((P::kEpilogues) != ::hk::gemm_impl::EpilogueKinds::kFused,                                      \
+                "a rung with every epilogue kind compiles its parts in generated files");                      \
+  template void ::hk::gemm_impl::hopper_launch_part<P, __nv_bfloat16, false, true, 0>(const ::hk::GemmArgs&,   \
+                                                                                        cudaStream_t);           \
+  template void ::hk::gemm_impl::hopper_launch_part<P, __half, false, true, 0>(const ::hk::GemmArgs&, cudaStream_t)
