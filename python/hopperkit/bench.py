@@ -21,6 +21,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -340,6 +341,21 @@ def markdown(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def command_line(prog: str, argv: list[str]) -> str:
+    """The command as a reader would retype it: ``prog`` and ``argv`` with the ``--json`` file's
+    directory left out (it names a folder of the machine that ran it)."""
+    out, after_json = [prog], False
+    for a in argv:
+        if after_json:
+            a, after_json = os.path.basename(a), False
+        elif a == "--json":
+            after_json = True
+        elif a.startswith("--json="):
+            a = "--json=" + os.path.basename(a[len("--json="):])
+        out.append(a)
+    return " ".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hopperkit.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one shape per family")
@@ -350,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     doc = run(args.op, args.quick, args.samples, not args.no_compile,
-              command=" ".join(["python -m hopperkit.bench", *argv]))
+              command=command_line("python -m hopperkit.bench", argv))
     print(markdown(doc))
     if args.json:
         with open(args.json, "w") as f:

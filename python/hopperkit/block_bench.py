@@ -264,13 +264,14 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
         del ours, theirs, cands, inp
         torch.cuda.empty_cache()
     from . import _C
+    from .bench import command_line
 
     config = {k: getattr(cfg, k) for k in ("dim", "heads", "kv_heads", "ffn", "seq", "batch", "layers", "vocab",
                                            "theta", "samples", "compile", "fuse_residual", "models")}
     return {"kind": "hk-block-bench", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
             "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": "python -m hopperkit.block_bench " + " ".join(sys.argv[1:]),
+            "command": command_line("python -m hopperkit.block_bench", sys.argv[1:]),
             "config": config, "rows": rows, "profile": profiles}
 
 

@@ -15,6 +15,14 @@ def test_importing_the_module_keeps_hk_bench_callable():
     assert callable(tb.main) and callable(tb.run)
 
 
+def test_recorded_command_leaves_out_the_json_files_folder():
+    import hopperkit.bench as tb
+
+    cmd = tb.command_line("python -m hopperkit.bench", ["--quick", "--json", "/some/dir/out.json", "--samples", "8"])
+    assert cmd == "python -m hopperkit.bench --quick --json out.json --samples 8"
+    assert tb.command_line("p", ["--json=/a/b/c.json"]) == "p --json=c.json"
+
+
 def test_markdown_reports_ratios_to_eager_and_the_best_peer():
     import hopperkit.bench as tb
 
