@@ -134,7 +134,7 @@ def block_bench_block(docs, top=8):
                     if not isinstance(rows, list) or not rows:
                         continue
                     out.append(f"**{model}, {cand}, {direction}**: the top {min(top, len(rows))} kernels by device "
-                               f"time (`torch.profiler`, {c.get('samples', '?')} samples' configuration)\n")
+                               f"time over the profiled steps (`torch.profiler`; `--profile-iters`, default 2)\n")
                     out.append("| kernel | device µs | calls | share |")
                     out.append("|---|---:|---:|---:|")
                     for r in rows[:top]:
