@@ -41,7 +41,7 @@ __device__ __forceinline__ float warp_reduce(float v, Op op) {
 // is the same in every thread and deterministic). The __syncwarp() reconverges the warp after
 // lane 0's store before the barrier: cub::BlockReduce reaches its barrier from that branch
 // without it, and compute-sanitizer synccheck reported "Divergent thread(s) in warp" there
-// (softmax v04, device calls 28-29; docs/decisions.md).
+// (softmax v04, H200, 2026-11-29; docs/decisions.md).
 template <int kThreads, class Op>
 __device__ __forceinline__ float block_reduce(float v, Op op) {
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block_reduce needs whole warps");
