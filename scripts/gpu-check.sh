@@ -2,8 +2,9 @@
 # The whole check for a machine with a Hopper GPU: build with every core, run every GPU test, the
 # sanitizer sweep, the Python tests (when the package exists), `hk bench` and the family ladders,
 # then print a short summary. Working logs go to build/gpu-check/; at the end DIR receives
-# summary.txt, the bench JSON (bench-<stage>.json, the input of scripts/results-tables.py),
-# microbench.json and logs.tgz (every log).
+# summary.txt, the bench JSON (bench-<stage>.json and block-2p7b.json, the input of
+# scripts/results-tables.py), microbench.json, logs.tgz (every log) and all-results.tgz (all of
+# these in one archive).
 #
 # Usage: scripts/gpu-check.sh [--out DIR] [--quick] [--no-sanitize] [--prebuilt] [--only STAGES]
 #   --out DIR       where the summary, the bench JSON and the logs go (default: $OUT when set,
@@ -14,7 +15,7 @@
 #                   machine into build/carry/ (copied here with the working tree) and compile only
 #                   the Python extension against them (scripts/prebuilt/box.sh): ~20 s instead of
 #                   a ~175 s build on a fresh machine
-#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,profile,microbench
+#   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,block,profile,microbench
 #                   (the build always runs; it is incremental; `--only build` builds and stops).
 #                   Where one command has a time limit, split the check: tests,sanitize,python
 #                   take ~6 minutes on an H200 (prebuilt); bench,ladders ~9 with HK_BUDGET_MS=150; then
@@ -31,7 +32,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=$PWD/build/gpu-check
 rm -rf "$LOGS"; mkdir -p "$LOGS"
-stages=tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,profile,microbench
+stages=tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,block,profile,microbench
 prebuilt=0
 out=${OUT:-}
 deadline_default=$([[ -n ${OUT:-} ]] && echo 550 || echo 0)
@@ -48,7 +49,7 @@ while (($#)); do
 done
 want() { [[ ,$stages, == *,$1,* ]]; }
 for stage in ${stages//,/ }; do
-  [[ ,build,tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,profile,microbench, == *,$stage,* ]] ||
+  [[ ,build,tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,block,profile,microbench, == *,$stage,* ]] ||
     { echo "gpu-check: unknown stage '$stage'" >&2; exit 2; }
 done
 export HK_CACHE_DIR="$LOGS/cache"
@@ -59,8 +60,10 @@ fi
 finish() {
   if [[ -n $out ]]; then
     cp "$LOGS/summary.txt" "$out/" 2>/dev/null
-    cp "$LOGS"/bench-*.json "$LOGS"/microbench.json "$out/" 2>/dev/null
+    cp "$LOGS"/bench-*.json "$LOGS"/block-*.json "$LOGS"/microbench.json "$out/" 2>/dev/null
     tar -czf "$out/logs.tgz" -C "$LOGS" . 2>/dev/null
+    # the same in one archive, for a transfer that takes a few files only
+    tar -czf "$out/all-results.tgz" -C "$out" --exclude all-results.tgz . 2>/dev/null
   fi
 }
 trap finish EXIT
@@ -222,6 +225,10 @@ if want attention; then
   # forward and backward, bf16; the materialised baseline runs beside them
   bench attention attention --variant 'v0[3-7]*' --budget-ms "${HK_BUDGET_MS:-400}"
   say "hk bench attention: rc=$?"
+  # head dims that are not 64 or 128 (a 2560-wide model's 80, 96): v05 / v07 on zero-padded tiles
+  bench attention-dims attention --variant 'public,v0[3458]*' --shape 1024x80 --shape 1024x80x1 --shape 2048x96x1 \
+    --budget-ms "${HK_BUDGET_MS:-400}"
+  say "hk bench attention (D = 80, 96): rc=$?"
 fi
 if want lowp; then
   # FP8 and int4 GEMM and the convolutions at their bench shapes, each rung beside its baseline
@@ -234,6 +241,14 @@ if want torch; then
   PYTHONPATH=$pyp budget python3 -m hopperkit.bench --json "$LOGS/bench-torch.json" --samples "${HK_TORCH_SAMPLES:-20}" \
     >"$LOGS/bench-torch.md" 2>"$LOGS/bench-torch.err"
   say "python -m hopperkit.bench: rc=$?"
+fi
+if want block; then
+  # the decoder block at a 2.7B model's width (dim 2560, 32 heads of 80), hopperkit against the
+  # same block in PyTorch, with the profiler's kernel tables (python -m hopperkit.block_bench)
+  if [[ $prebuilt -eq 1 ]]; then pyp=/tmp/hk-pyext/python; else pyp=$build/python; fi
+  PYTHONPATH=$pyp budget python3 -m hopperkit.block_bench --dim 2560 --heads 32 --kv-heads 32 --seq 1024 --batch 4 \
+    --models block --samples 8 --no-compile --json "$LOGS/block-2p7b.json" >"$LOGS/block-2p7b.md" 2>&1
+  say "python -m hopperkit.block_bench (2.7B-sized block): rc=$?"
 fi
 # 6. profiling: the CUPTI table, the unfused-vs-fused comparison, one ncu run
 if want profile; then
