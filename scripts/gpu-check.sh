@@ -62,8 +62,9 @@ finish() {
     cp "$LOGS/summary.txt" "$out/" 2>/dev/null
     cp "$LOGS"/bench-*.json "$LOGS"/block-*.json "$LOGS"/microbench.json "$out/" 2>/dev/null
     tar -czf "$out/logs.tgz" -C "$LOGS" . 2>/dev/null
-    # the same in one archive, for a transfer that takes a few files only
-    tar -czf "$out/all-results.tgz" -C "$out" --exclude all-results.tgz . 2>/dev/null
+    # what this run wrote, in one archive, for a transfer that takes a few files only
+    (cd "$out" && tar -czf all-results.tgz summary.txt logs.tgz $(cd "$LOGS" && ls bench-*.json block-*.json \
+      microbench.json 2>/dev/null)) 2>/dev/null
   fi
 }
 trap finish EXIT
@@ -134,6 +135,14 @@ else
   grep -E "spill|stack frame|lmem" "$LOGS/build.log" | sort -u >"$LOGS/ptxas-notes.txt"
 fi
 
+# The prebuilt Python extension builds in the background (scripts/prebuilt/box.sh): the stages
+# that import it wait for it once.
+pyext_ready() {
+  [[ $prebuilt -eq 1 && -z ${pyext_waited:-} ]] || return 0
+  pyext_waited=1
+  wait "$PYEXT_PID" || say "python: the extension did not build: $(tail -3 /tmp/hk-pyext.log)"
+}
+
 # 2. every GPU test, in HK_TEST_SHARDS gtest shards at once (the fp64 references are host work:
 # 8 shards on a 16-core machine take about a fifth of one process's time, sharing the one GPU),
 # beside one process for the past-2^31-element tests (up to ~35 GB of device memory each: one
@@ -172,7 +181,7 @@ fi
 # 4. Python tests against torch (when the package is built)
 if want python && [[ -f tests/python/conftest.py ]]; then
   if [[ $prebuilt -eq 1 ]]; then
-    wait "$PYEXT_PID" || { say "python: the extension did not build: $(tail -3 /tmp/hk-pyext.log)"; }
+    pyext_ready
     workers=()
     python3 -c "import xdist" 2>/dev/null && workers=(-n "${HK_PYTEST_WORKERS:-14}")
     PYTHONPATH=/tmp/hk-pyext/python budget python3 -m pytest tests/python -ra -p no:cacheprovider \
@@ -237,6 +246,7 @@ if want lowp; then
 fi
 if want torch; then
   # every public torch op against eager PyTorch and torch.compile (python -m hopperkit.bench)
+  pyext_ready
   if [[ $prebuilt -eq 1 ]]; then pyp=/tmp/hk-pyext/python; else pyp=$build/python; fi
   PYTHONPATH=$pyp budget python3 -m hopperkit.bench --json "$LOGS/bench-torch.json" --samples "${HK_TORCH_SAMPLES:-20}" \
     >"$LOGS/bench-torch.md" 2>"$LOGS/bench-torch.err"
@@ -245,6 +255,7 @@ fi
 if want block; then
   # the decoder block at a 2.7B model's width (dim 2560, 32 heads of 80), hopperkit against the
   # same block in PyTorch, with the profiler's kernel tables (python -m hopperkit.block_bench)
+  pyext_ready
   if [[ $prebuilt -eq 1 ]]; then pyp=/tmp/hk-pyext/python; else pyp=$build/python; fi
   PYTHONPATH=$pyp budget python3 -m hopperkit.block_bench --dim 2560 --heads 32 --kv-heads 32 --seq 1024 --batch 4 \
     --models block --samples 8 --no-compile --json "$LOGS/block-2p7b.json" >"$LOGS/block-2p7b.md" 2>&1
@@ -269,3 +280,6 @@ echo
 for f in "$LOGS"/bench-*.md; do echo "== $(basename "$f")"; grep -E "^\| |^Geometric|^hk bench" "$f"; done
 echo
 cat "$summary"
+# The exit status: 1 when a stage (or a sanitizer tool) did not finish with rc=0, a deadline's
+# stop included.
+! grep -qE "rc=([1-9]|\?)" "$summary"
