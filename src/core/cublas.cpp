@@ -41,7 +41,37 @@ Handles& handles() {
   return *h;
 }
 
+struct LtHandle {
+  std::mutex mu;
+  cublasLtHandle_t handle = nullptr;
+};
+LtHandle& lt_handle() {
+  static auto* h = [] {
+    auto* s = new LtHandle;
+    on_release([s] {
+      std::lock_guard<std::mutex> lock(s->mu);
+      if (s->handle) cublasLtDestroy(s->handle);
+      s->handle = nullptr;
+    });
+    return s;
+  }();
+  return *h;
+}
+
 }  // namespace
+
+cublasLtHandle_t cublaslt_handle() {
+  LtHandle& s = lt_handle();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.handle) {
+    const cublasStatus_t st = cublasLtCreate(&s.handle);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      s.handle = nullptr;
+      HK_THROW(kCuda, "cublasLtCreate failed: ", cublasGetStatusString(st));
+    }
+  }
+  return s.handle;
+}
 
 cublasHandle_t cublas_handle() {
   int dev = 0;

@@ -15,12 +15,11 @@
 
 #include "common/launch.cuh"
 #include "core/cublas.hpp"
+#include "core/scratch.hpp"
 #include "gemm/epilogue.cuh"
 
 namespace hk {
 namespace {
-
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what cuBLAS itself reserves on Hopper
 
 void check_lt(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
@@ -50,19 +49,12 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-// The handle, the workspace and the plans: built on first use, guarded by `mu` (a plan's bias
-// pointer is set per call on the shared descriptor).
+// The plans: built on first use, guarded by `mu` (a plan's bias pointer is set per call on the
+// shared descriptor). The handle and the workspace are core/cublas.hpp's.
 struct Lt {
   std::mutex mu;
-  cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
   std::map<std::string, Plan> plans;
 
-  void ensure() {  // under mu
-    if (handle) return;
-    check_lt(cublasLtCreate(&handle), "cublasLtCreate");
-    HK_CHECK_CUDA(cudaMalloc(&workspace, kWorkspaceBytes));
-  }
   void release() {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& [key, p] : plans) {
@@ -70,10 +62,6 @@ struct Lt {
       cublasLtMatmulDescDestroy(p.op);
     }
     plans.clear();
-    if (workspace) cudaFree(workspace);
-    if (handle) cublasLtDestroy(handle);
-    workspace = nullptr;
-    handle = nullptr;
   }
 };
 
@@ -99,9 +87,8 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols,
   return l;
 }
 
-// Under lt().mu, after ensure().
+// Under lt().mu.
 Plan make_plan(const GemmArgs& g, int align_a, int align_b, int align_c, int align_d) {
-  Lt& s = lt();
   Plan p;
   check_lt(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   // D^T = op(B') op(A'): see baseline_cublas.cu for the mapping.
@@ -133,7 +120,7 @@ Plan make_plan(const GemmArgs& g, int align_a, int align_b, int align_c, int ali
                : make_layout(tout, g.n, g.m, g.ldc, g.batch, g.batch_stride_c);
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  uint64_t ws = kWorkspaceBytes;
+  uint64_t ws = detail::kCublasLtWorkspaceBytes;
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
            "MAX_WORKSPACE_BYTES");
   // Lt assumes 256-byte aligned operands unless told otherwise (B' is our A and so on).
@@ -144,7 +131,7 @@ Plan make_plan(const GemmArgs& g, int align_a, int align_b, int align_c, int ali
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], 4), "ALIGN_D");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  check_lt(cublasLtMatmulAlgoGetHeuristic(s.handle, p.op, p.a, p.b, p.c, p.d, pref, 1, &result, &found),
+  check_lt(cublasLtMatmulAlgoGetHeuristic(detail::cublaslt_handle(), p.op, p.a, p.b, p.c, p.d, pref, 1, &result, &found),
            "cublasLtMatmulAlgoGetHeuristic");
   cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0) HK_THROW(kNotSupported, "gemm/baseline_cublaslt: no cuBLASLt algorithm for this problem");
@@ -169,7 +156,6 @@ void gemm_baseline_cublaslt_launch(const GemmArgs& g, cudaStream_t stream) {
   Plan plan;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    s.ensure();
     auto it = s.plans.find(key);
     if (it == s.plans.end()) it = s.plans.emplace(key, make_plan(g, al_a, al_b, al_c, al_d)).first;
     plan = it->second;
@@ -178,8 +164,9 @@ void gemm_baseline_cublaslt_launch(const GemmArgs& g, cudaStream_t stream) {
       check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)),
                "BIAS_POINTER");
     const float alpha = g.alpha, beta = g.c_in ? g.beta : 0.0f;
-    check_lt(cublasLtMatmul(s.handle, plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, c, plan.c, g.c, plan.d,
-                            &plan.algo, s.workspace, kWorkspaceBytes, stream),
+    detail::StreamWorkspace ws(stream, detail::kCublasLtWorkspaceKey, detail::kCublasLtWorkspaceBytes);
+    check_lt(cublasLtMatmul(detail::cublaslt_handle(), plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, c, plan.c,
+                            g.c, plan.d, &plan.algo, ws.get(), detail::kCublasLtWorkspaceBytes, stream),
              "cublasLtMatmul");
   }
 }

@@ -23,12 +23,11 @@
 
 #include "common/launch.cuh"
 #include "core/cublas.hpp"
+#include "core/scratch.hpp"
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
 namespace hk {
 namespace {
-
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
 std::string lt_error(cublasStatus_t s, const char* what) {
   return std::string("gemm_fp8/baseline_cublaslt: ") + what + " failed: " + cublasGetStatusString(s);
@@ -57,15 +56,8 @@ struct Plan {
 
 struct Lt {
   std::mutex mu;
-  cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
   std::map<std::string, Plan> plans;
 
-  void ensure() {  // under mu
-    if (handle) return;
-    check_lt(cublasLtCreate(&handle), "cublasLtCreate");
-    HK_CHECK_CUDA(cudaMalloc(&workspace, kWorkspaceBytes));
-  }
   void release() {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& [key, p] : plans) {
@@ -74,10 +66,6 @@ struct Lt {
       if (p.op) cublasLtMatmulDescDestroy(p.op);
     }
     plans.clear();
-    if (workspace) cudaFree(workspace);
-    if (handle) cublasLtDestroy(handle);
-    workspace = nullptr;
-    handle = nullptr;
   }
 };
 
@@ -103,9 +91,8 @@ std::string plan_key(const GemmFp8Problem& p) {
   return key;
 }
 
-// Under lt().mu, after ensure(). A plan whose heuristic found nothing keeps the reason.
+// Under lt().mu. A plan whose heuristic found nothing keeps the reason.
 Plan make_plan(const GemmFp8Problem& p) {
-  Lt& s = lt();
   Plan plan;
   auto fail = [&](cublasStatus_t st, const char* what) {
     if (st != CUBLAS_STATUS_SUCCESS && plan.error.empty()) plan.error = lt_error(st, what);
@@ -137,7 +124,7 @@ Plan make_plan(const GemmFp8Problem& p) {
   plan.d = layout(cuda_type(p.out_dtype), p.n, p.m, p.ldd);
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  uint64_t ws = kWorkspaceBytes;
+  uint64_t ws = detail::kCublasLtWorkspaceBytes;
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
            "MAX_WORKSPACE_BYTES");
   const uint32_t al_in = uint32_t(std::min(p.align_bytes, 256)), al_d = d_rows_16b(p) ? 16 : 4;
@@ -148,7 +135,7 @@ Plan make_plan(const GemmFp8Problem& p) {
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   if (plan.error.empty() &&
-      fail(cublasLtMatmulAlgoGetHeuristic(s.handle, plan.op, plan.a, plan.b, plan.d, plan.d, pref, 1, &result, &found),
+      fail(cublasLtMatmulAlgoGetHeuristic(detail::cublaslt_handle(), plan.op, plan.a, plan.b, plan.d, plan.d, pref, 1, &result, &found),
            "cublasLtMatmulAlgoGetHeuristic") &&
       found == 0)
     plan.error = "gemm_fp8/baseline_cublaslt: cuBLASLt has no algorithm for this problem on this device";
@@ -160,7 +147,6 @@ Plan make_plan(const GemmFp8Problem& p) {
 // The cached plan of p (built on first use), under lt().mu.
 const Plan& plan_of(const GemmFp8Problem& p) {
   Lt& s = lt();
-  s.ensure();
   const std::string key = plan_key(p);
   auto it = s.plans.find(key);
   if (it == s.plans.end()) it = s.plans.emplace(key, make_plan(p)).first;
@@ -193,8 +179,9 @@ void gemm_fp8_baseline_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream
     check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)),
              "BIAS_POINTER");
   const float alpha = 1.0f, beta = 0.0f;
-  check_lt(cublasLtMatmul(s.handle, plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.d, plan.d, g.d, plan.d,
-                          &plan.algo, s.workspace, kWorkspaceBytes, stream),
+  detail::StreamWorkspace ws(stream, detail::kCublasLtWorkspaceKey, detail::kCublasLtWorkspaceBytes);
+  check_lt(cublasLtMatmul(detail::cublaslt_handle(), plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.d, plan.d,
+                          g.d, plan.d, &plan.algo, ws.get(), detail::kCublasLtWorkspaceBytes, stream),
            "cublasLtMatmul");
 }
 
