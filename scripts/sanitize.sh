@@ -14,8 +14,9 @@ build=${1:?usage: scripts/sanitize.sh BUILD_DIR [LOG_DIR]}
 logs=${2:-$build/sanitize}
 mkdir -p "$logs"
 bin="$build/tests/cpp/hk_tests"
-# Small shapes only: the variant sweep, without the large problems and the past-2^31 test.
-filter=${HK_SANITIZE_FILTER:-'*/*:-*Large*:*1048579*'}
+# Small shapes only: the variant sweep, without the large problems, the past-2^31 test and the
+# CUDA-graph replays (the same kernels again).
+filter=${HK_SANITIZE_FILTER:-'*/*:-*Large*:*1048579*:graph/*'}
 status=0
 # The stride is applied where the tests are registered (HK_TEST_STRIDE, tests/cpp/test_main.cpp):
 # a filter naming the cases outgrew the 128 KiB one argument may hold.

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/scratch.hpp"  // RelaxedCapture
 #include "hk/device.hpp"
 #include "hk/error.hpp"
 
@@ -64,6 +65,7 @@ cublasLtHandle_t cublaslt_handle() {
   LtHandle& s = lt_handle();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.handle) {
+    RelaxedCapture relaxed;  // the handle allocates; a first call may come under a graph capture
     const cublasStatus_t st = cublasLtCreate(&s.handle);
     if (st != CUBLAS_STATUS_SUCCESS) {
       s.handle = nullptr;
@@ -80,6 +82,7 @@ cublasHandle_t cublas_handle() {
   std::lock_guard<std::mutex> lock(s.mu);
   auto [it, fresh] = s.by_thread_device.try_emplace({std::this_thread::get_id(), dev}, nullptr);
   if (fresh) {
+    RelaxedCapture relaxed;
     cublasStatus_t st = cublasCreate(&it->second);
     if (st != CUBLAS_STATUS_SUCCESS) {
       s.by_thread_device.erase(it);

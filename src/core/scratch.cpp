@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/cublas.hpp"  // on_release
 #include "hk/error.hpp"
@@ -18,6 +19,12 @@ struct Buffer {
 struct Scratch {
   std::mutex mu;
   std::map<std::tuple<int, cudaStream_t, std::string>, Buffer> buffers;
+  // Zeroed buffers that a larger request replaced. A graph captured earlier may still name one,
+  // so they are freed only by release_cached_resources(), never while the process may replay it.
+  std::vector<void*> retired;
+  // Per device, a private non-blocking stream that zeroes new buffers: a memset on the legacy
+  // stream would join a stream that is being captured.
+  std::map<int, cudaStream_t> zeroing;
 };
 // Never destroyed (see core/cublas.cpp): emptied by release_cached_resources().
 Scratch& scratch() {
@@ -26,7 +33,9 @@ Scratch& scratch() {
     on_release([r] {
       std::lock_guard<std::mutex> lock(r->mu);
       for (auto& [key, b] : r->buffers) cudaFree(b.p);
+      for (void* p : r->retired) cudaFree(p);
       r->buffers.clear();
+      r->retired.clear();
     });
     return r;
   }();
@@ -42,14 +51,16 @@ void* zeroed_stream_scratch(cudaStream_t stream, const char* key, size_t bytes) 
   std::lock_guard<std::mutex> lock(s.mu);
   Buffer& b = s.buffers[{dev, stream, key}];
   if (b.bytes < bytes) {
-    if (b.p) {
-      // A larger request: the old buffer may still be in use by work queued on the stream.
-      HK_CHECK_CUDA(cudaStreamSynchronize(stream));
-      HK_CHECK_CUDA(cudaFree(b.p));
-      b = {};
-    }
+    // Allocated and zeroed outside any graph, also while `stream` is being captured: the buffer
+    // is the process's, a replay finds it zero because every kernel leaves it so.
+    RelaxedCapture relaxed;
+    if (b.p) s.retired.push_back(b.p);
+    b = {};
+    cudaStream_t& z = s.zeroing[dev];
+    if (!z) HK_CHECK_CUDA(cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking));
     HK_CHECK_CUDA(cudaMalloc(&b.p, bytes));
-    HK_CHECK_CUDA(cudaMemset(b.p, 0, bytes));
+    HK_CHECK_CUDA(cudaMemsetAsync(b.p, 0, bytes, z));
+    HK_CHECK_CUDA(cudaStreamSynchronize(z));
     b.bytes = bytes;
   }
   return b.p;
@@ -69,6 +80,7 @@ StreamWorkspace::StreamWorkspace(cudaStream_t stream, const char* key, size_t by
   std::lock_guard<std::mutex> lock(s.mu);
   Buffer& b = s.buffers[{dev, stream, std::string("workspace:") + key}];
   if (b.bytes < bytes) {
+    RelaxedCapture relaxed;  // another thread's stream may be under capture
     if (b.p) {
       HK_CHECK_CUDA(cudaStreamSynchronize(stream));  // work queued earlier may still read it
       HK_CHECK_CUDA(cudaFree(b.p));

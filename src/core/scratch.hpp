@@ -5,6 +5,8 @@
 
 #include <cstddef>
 
+#include "hk/error.hpp"
+
 namespace hk::detail {
 
 // A device buffer of at least `bytes`, all zero when first handed out, cached per (device,
@@ -12,7 +14,11 @@ namespace hk::detail {
 // contract: every kernel that uses it leaves it all zero again when it exits (self-resetting
 // counters and flags), so no memset precedes a launch and a captured graph replays correctly.
 // Launches on one stream run in order and share it; launches on different streams get
-// different buffers. `key` is a string literal naming the user (one buffer per key).
+// different buffers. `key` is a string literal naming the user (one buffer per key). It may be
+// called while `stream` is being captured: the buffer is allocated and zeroed outside the graph,
+// and one that a larger request replaces is kept until release_cached_resources(), since a
+// graph captured earlier may still name it. A graph shares the buffer with every launch on the
+// stream it was captured on: replay it on that stream or while that stream is idle.
 void* zeroed_stream_scratch(cudaStream_t stream, const char* key, size_t bytes);
 
 // A device buffer of at least `bytes` for work queued on `stream`, contents undefined (operand
@@ -33,6 +39,20 @@ class StreamWorkspace {
   cudaStream_t stream_;
   void* p_ = nullptr;
   bool graph_owned_ = false;
+};
+
+// Sets the calling thread's capture mode to relaxed for its lifetime: cudaMalloc is refused
+// while any stream is being captured in global mode (torch.cuda.graph's default), although an
+// allocation that no graph node records is safe.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { HK_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode_)); }
+  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
 }  // namespace hk::detail

@@ -1,5 +1,6 @@
-// The one test binary's main: registers one test per (family, variant, test problem) from the
-// registry (docs/design.md §5), then runs everything. Without a GPU those tests skip with the reason.
+// The one test binary's main: registers one test per (family, variant, test problem) and one
+// CUDA-graph test per (family, test problem) from the registry (docs/design.md §5), then runs
+// everything. Without a GPU those tests skip with the reason.
 #include <gtest/gtest.h>
 
 #include "hk/device.hpp"
@@ -36,6 +37,59 @@ class VariantTest : public testing::Test {
   hk::ProblemPtr p_;
 };
 
+// The public op under CUDA-graph capture: the dispatch's choice is captured on a fresh
+// non-blocking stream in global mode (torch.cuda.graph's default, the strictest), so whatever
+// the op allocates, zeroes or creates on its first call happens under capture. The graph is then
+// replayed twice on the inputs in the captured buffers, outputs poisoned before each replay:
+// the first replay must compute (not leave what capture saw), the second must find every
+// counter and flag a kernel keeps between launches reset.
+class GraphReplayTest : public testing::Test {
+ public:
+  explicit GraphReplayTest(hk::ProblemPtr p) : p_(std::move(p)) {}
+  void TestBody() override {
+    std::string no_gpu = hk::no_gpu_reason();
+    if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+    const hk::Variant& v = hk::Registry::get().pick(*p_);
+    uint64_t seed = std::random_device{}() ^ static_cast<uint64_t>(
+        std::chrono::steady_clock::now().time_since_epoch().count());
+    hk::bench::Case c(p_, seed);
+    Graph g;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(g.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    std::string thrown;
+    try {
+      v.run(*p_, c.operands(), g.stream);
+    } catch (const std::exception& e) {
+      thrown = e.what();
+    }
+    const cudaError_t end = cudaStreamEndCapture(g.stream, &g.graph);
+    ASSERT_TRUE(thrown.empty()) << v.name() << " under capture: " << thrown;
+    ASSERT_EQ(end, cudaSuccess) << v.name() << ": capture ended with " << cudaGetErrorString(end);
+    ASSERT_EQ(cudaGraphInstantiate(&g.exec, g.graph, 0), cudaSuccess);
+    for (int replay = 1; replay <= 2; ++replay) {
+      c.poison_outputs(g.stream);
+      ASSERT_EQ(cudaGraphLaunch(g.exec, g.stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(g.stream), cudaSuccess);
+      hk::bench::CheckResult r = c.check();
+      EXPECT_TRUE(r.ok) << p_->family() << "/" << v.name() << " " << p_->key() << " seed " << seed << ", replay "
+                        << replay << ": " << r.message;
+    }
+  }
+
+ private:
+  struct Graph {
+    cudaStream_t stream = nullptr;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ~Graph() {
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+      if (stream) cudaStreamDestroy(stream);
+    }
+  };
+  hk::ProblemPtr p_;
+};
+
 // gtest filters treat '-' (and ':', '*', '?') as syntax, so a name holding one cannot be selected
 // alone (ctest runs each case as --gtest_filter=<name>, which would then run nothing and "pass").
 std::string test_name(std::string key) {
@@ -65,6 +119,12 @@ void register_variant_tests() {
         testing::RegisterTest(suite.c_str(), test_name(p->key()).c_str(), nullptr, nullptr, __FILE__, __LINE__,
                               [v, p]() -> testing::Test* { return new VariantTest(v, p); });
       }
+    }
+    const std::string graph_suite = "graph/" + f->name();
+    for (size_t i = 0; i < problems.size(); i += stride) {
+      const hk::ProblemPtr& p = problems[i];
+      testing::RegisterTest(graph_suite.c_str(), test_name(p->key()).c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [p]() -> testing::Test* { return new GraphReplayTest(p); });
     }
   }
 }

@@ -24,6 +24,7 @@
 #include "hk/error.hpp"
 #include "conv2d/conv2d_op.hpp"
 #include "core/cublas.hpp"
+#include "core/scratch.hpp"  // RelaxedCapture
 
 #ifdef HK_HAVE_CUDNN
 #include <cudnn.h>
@@ -64,6 +65,7 @@ cudnnHandle_t handle(int dev) {
   std::lock_guard<std::mutex> lock(s.mu);
   auto [it, fresh] = s.by_thread_device.try_emplace({std::this_thread::get_id(), dev}, nullptr);
   if (fresh) {
+    detail::RelaxedCapture relaxed;  // the handle allocates; a first call may come under a graph capture
     cudnnStatus_t st = cudnnCreate(&it->second);
     if (st != CUDNN_STATUS_SUCCESS) {
       s.by_thread_device.erase(it);
