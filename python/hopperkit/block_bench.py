@@ -1,10 +1,11 @@
 """The decoder block and the language model, hopperkit against plain PyTorch.
 
-``python -m hopperkit.block_bench [--dim 2048 --heads 16 --kv-heads 4 --seq 2048 --batch 8 ...]
-[--json PATH]`` builds ``hk.nn.TransformerBlock`` and ``hk.nn.TransformerLM`` and their twins
-from ``hopperkit.reference_model`` (the same parameters: one state dict loaded into both), checks
+``python -m hopperkit.block_bench [--size small|medium|large|xl|2.7b | --dim 2048 --heads 16
+--kv-heads 4 ...] [--seq 2048 --batch 8 ...] [--json PATH]`` builds ``hk.nn.TransformerBlock``
+and ``hk.nn.TransformerLM`` and their twins from ``hopperkit.reference_model`` (the same parameters: one state dict loaded into both), checks
 the outputs agree, then times forward (under ``torch.no_grad``) and forward + backward of each,
-eager and ``torch.compile``, all candidates interleaved in one process (``bench.time_interleaved``:
+eager, ``torch.compile`` and the step captured as one CUDA graph (``*.graph``: no host time per
+kernel), all candidates interleaved in one process (``bench.time_interleaved``:
 sample r of every candidate before sample r + 1 of any, the L2 swept and a spin kernel queued
 before each sample). Then a ``torch.profiler`` pass per model and per direction lists the kernels
 by device time: which kernels dominate the forward and the backward of each. ``--models swiglu
@@ -29,6 +30,11 @@ try:
     import torch
 except ImportError:  # the module imports without torch; main() says it needs it
     torch = None  # type: ignore[assignment]
+
+
+# The benchmarking lecture's model sizes: name -> (d_model, layers, heads); d_ff = 4 d_model.
+SIZES = {"small": (768, 12, 12), "medium": (1024, 24, 16), "large": (1280, 36, 20), "xl": (1600, 48, 25),
+         "2.7b": (2560, 32, 32)}
 
 
 def _median(v: list[float]) -> float:
@@ -140,6 +146,22 @@ def _steps(model: Any, which: str, inp: dict) -> tuple[Callable, Callable]:
     return fwd, fwd_bwd
 
 
+def _graphed(fn: Callable) -> Callable:
+    """``fn`` captured as one CUDA graph; returns its replay. One warm-up call on a side stream
+    first (autograd's lazy state, torch.cuda.graph's rule); gradients are set to None before the
+    capture, so the backward's gradient buffers are the graph's own."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def _agreement(ours: Any, theirs: Any, which: str, inp: dict) -> dict:
     """How far hopperkit's output is from the reference's: ||a - b|| / ||b|| over the whole
     output (the block: over its update, the output less the input it adds to), and the largest
@@ -229,11 +251,16 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
         if cfg.compile:
             cands["hopperkit.compile"] = torch.compile(ours)
             cands["torch.compile"] = torch.compile(theirs)
+        if cfg.graph:
+            cands["hopperkit.graph"] = ours
+            cands["torch.graph"] = theirs
         for pass_name, idx in (("fwd", 0), ("fwd_bwd", 1)):
             names, fns = [], []
             for name, m in cands.items():
                 fn = _steps(m, which, inp)[idx]
                 try:
+                    if name.endswith(".graph"):
+                        fn = _graphed(fn)
                     fn()  # compiles outside the timed region; warms up
                     fn()
                 except Exception as e:  # noqa: BLE001 - a candidate that cannot run is reported
@@ -267,7 +294,8 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
     from .bench import command_line
 
     config = {k: getattr(cfg, k) for k in ("dim", "heads", "kv_heads", "ffn", "seq", "batch", "layers", "vocab",
-                                           "theta", "samples", "compile", "fuse_residual", "models")}
+                                           "theta", "samples", "compile", "graph", "fuse_residual", "models",
+                                           "size")}
     return {"kind": "hk-block-bench", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
             "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -303,6 +331,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The benchmark's configuration; ``device`` (not a flag) is where the models are built: the
     timing needs CUDA, the helpers also build and step the models on the CPU (tests)."""
     ap = argparse.ArgumentParser(prog="python -m hopperkit.block_bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", choices=sorted(SIZES), help="one of the course's model sizes: sets --dim, --heads, "
+                    "--kv-heads (= heads), --ffn (4 dim) and --layers")
     ap.add_argument("--dim", type=int, default=2048)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--kv-heads", type=int, default=4)
@@ -316,6 +346,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="what to time: the block, the LM, or one of the block's ops alone at its shapes")
     ap.add_argument("--samples", type=int, default=10, help="timed samples per candidate")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
+    ap.add_argument("--no-graph", dest="graph", action="store_false",
+                    help="leave out the steps captured as CUDA graphs (hopperkit.graph, torch.graph)")
     ap.add_argument("--no-fuse-residual", dest="fuse_residual", action="store_false",
                     help="hopperkit's residual adds as separate torch adds instead of in the GEMM epilogues")
     ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the torch.profiler tables")
@@ -323,6 +355,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--top", type=int, default=12, help="kernels per profile table")
     ap.add_argument("--json", help="write the JSON document here")
     cfg = ap.parse_args(argv)
+    if cfg.size:
+        cfg.dim, cfg.layers, cfg.heads = SIZES[cfg.size]
+        cfg.kv_heads, cfg.ffn = cfg.heads, 4 * cfg.dim
     cfg.device = "cuda"
     return cfg
 

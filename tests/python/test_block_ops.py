@@ -142,6 +142,11 @@ def test_block_bench_markdown():
     assert "**block, hopperkit, forward**" in text and "`gemm_v18_kernel` | 50.0 | 4 | 50.0%" in text
     cfg = block_bench.parse_args(["--dim", "256", "--models", "block", "--no-compile"])
     assert cfg.dim == 256 and cfg.models == ["block"] and not cfg.compile and cfg.kv_heads == 4
+    assert cfg.graph and cfg.size is None
+    cfg = block_bench.parse_args(["--size", "xl", "--no-graph"])
+    assert (cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn) == (1600, 48, 25, 25, 6400) and not cfg.graph
+    with pytest.raises(SystemExit):
+        block_bench.parse_args(["--size", "huge"])
 
 
 # ---- GPU: the torch ops ------------------------------------------------------------------------
