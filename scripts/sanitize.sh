@@ -53,16 +53,26 @@ for tool in "${tools[@]}"; do
   # initcheck: cudaMallocAsync pools report false positives on reuse; the harness poisons every
   # output, so uninitialised reads of *outputs* are impossible and inputs are always uploaded.
   for ((shard = 0; shard < jobs; shard++)); do
-    GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard \
+    # each shard in a session of its own, so stopping it stops the instrumented test process too
+    GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard setsid \
       compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 200 \
       "$bin" --gtest_filter="$tool_filter" --gtest_brief=1 >"$logs/$tool.$shard.log" 2>&1 &
     pids+=("$tool:$shard:$!")
   done
 done
 # Stopped (a deadline's INT, a TERM): stop the shards too (background jobs of a script ignore
-# INT), then summarise what they wrote.
+# INT), then summarise what they wrote. A shard is its process group: compute-sanitizer's target
+# process outlived a TERM sent to compute-sanitizer alone and kept the GPU busy for whatever ran
+# next (benchmarks after a stopped sweep showed 65% spread).
 stop_shards() {
-  for entry in "${pids[@]}"; do kill -TERM "${entry##*:}" 2>/dev/null; done
+  for entry in "${pids[@]}"; do kill -TERM -- "-${entry##*:}" 2>/dev/null; done
+  for _ in $(seq 20); do
+    alive=0
+    for entry in "${pids[@]}"; do kill -0 -- "-${entry##*:}" 2>/dev/null && alive=1; done
+    ((alive)) || break
+    sleep 0.5
+  done
+  for entry in "${pids[@]}"; do kill -KILL -- "-${entry##*:}" 2>/dev/null; done
   status=1
 }
 trap stop_shards INT TERM
