@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -201,5 +202,46 @@ TEST(Registry, EveryFamilyHasBenchProblems) {
         EXPECT_GT(p->bytes(), 0) << p->key();
       }
     }
+  }
+}
+
+// A TMA kernel's launch as the first CUDA work of a thread (torch's autograd threads run a
+// hopperkit backward so): encoding a tensor map is a driver call that needs a current context,
+// which such a thread does not have yet. Per family with TMA rungs, the public op on a test
+// problem that one serves runs once here (its one-time setup is then done) and once from a
+// fresh thread, launching on the legacy stream, then matches the fp64 reference.
+TEST(Threads, ATmaLaunchMayBeAThreadsFirstCudaCall) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const std::set<std::string> tma = {"gemm/v18_stream_k_tail", "attention/v05_wgmma_tma", "attention/v07_intra_wg_overlap",
+                                     "gemm_fp8/v02_wgmma_tensor_row", "gemm_fp8/v03_wgmma_block_scaled"};
+  auto& reg = hk::Registry::get();
+  for (const char* family : {"gemm", "attention", "gemm_fp8"}) {
+    const hk::Variant* v = nullptr;
+    hk::ProblemPtr p;
+    for (auto& q : reg.family(family)->test_problems()) {
+      const hk::Variant& w = reg.pick(*q);
+      if (tma.count(w.family() + "/" + w.name())) {
+        v = &w, p = q;
+        break;
+      }
+    }
+    ASSERT_NE(v, nullptr) << family << ": no test problem runs on a TMA rung";
+    hk::bench::Case c(p, 7);
+    ASSERT_TRUE(c.run_and_check(*v).ok) << family << " " << p->key();
+    c.poison_outputs();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::string thrown;
+    std::thread([&] {
+      try {
+        v->run(*p, c.operands(), nullptr);
+      } catch (const std::exception& e) {
+        thrown = e.what();
+      }
+    }).join();
+    ASSERT_TRUE(thrown.empty()) << family << "/" << v->name() << " from a fresh thread: " << thrown;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    hk::bench::CheckResult r = c.check();
+    EXPECT_TRUE(r.ok) << family << "/" << v->name() << " " << p->key() << ": " << r.message;
   }
 }

@@ -152,6 +152,31 @@ def test_runs_on_the_current_stream(cuda):
     torch.testing.assert_close(y2, F.gelu(src), **TOL[torch.float32])
 
 
+def test_a_threads_first_cuda_work_may_be_a_hopperkit_kernel(cuda):
+    """torch's autograd threads run a hopperkit backward as their first CUDA work; the TMA
+    kernels' tensor maps are encoded by a driver call that needs a current context there."""
+    import threading
+
+    a = randn((256, 512), torch.bfloat16, cuda)
+    b = randn((512, 384), torch.bfloat16, cuda)
+    want = hk.matmul(a, b)  # the launch's one-time setup happens in this thread
+    torch.cuda.synchronize()
+    got: dict = {}
+
+    def work():
+        try:
+            got["y"] = hk.matmul(a, b)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            got["error"] = e
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert "error" not in got, got.get("error")
+    torch.testing.assert_close(got["y"], want, rtol=0, atol=0)
+
+
 def test_device_guard_each_gpu(cuda):
     """Tensors on any GPU run there, whatever the current device is, and it stays current."""
     current = torch.cuda.current_device()

@@ -35,15 +35,33 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+// cuTensorMapEncodeTiled with the device's primary context current. The driver call needs a
+// current context, and a thread whose first CUDA call this is has none: torch's autograd
+// threads run a hopperkit backward as their first work, and the runtime makes the primary
+// context current only on its own first call that needs one. On CUDA_ERROR_INVALID_CONTEXT the
+// runtime binds it (cudaSetDevice initialises the primary context since CUDA 12) and the
+// encoding is retried once.
+template <class... Args>
+CUresult encode_tiled(Args... args) {
+  CUresult r = tensor_map_encoder()(args...);
+  if (r == CUDA_ERROR_INVALID_CONTEXT) {
+    int dev = 0;
+    HK_CHECK_CUDA(cudaGetDevice(&dev));
+    HK_CHECK_CUDA(cudaSetDevice(dev));
+    r = tensor_map_encoder()(args...);
+  }
+  return r;
+}
+
 // A rank-3 tiled map: dims[0] is the contiguous extent; strides_bytes[i] steps dims[i + 1].
 inline CUtensorMap make_tensor_map_3d(const void* base, CUtensorMapDataType type, const uint64_t dims[3],
                                       const uint64_t strides_bytes[2], const uint32_t box[3],
                                       CUtensorMapSwizzle swizzle) {
   CUtensorMap map{};
   const cuuint32_t unit_strides[3] = {1, 1, 1};
-  CUresult r = tensor_map_encoder()(&map, type, 3, const_cast<void*>(base), dims, strides_bytes, box, unit_strides,
-                                    CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = encode_tiled(&map, type, 3u, const_cast<void*>(base), dims, strides_bytes, box, unit_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     HK_THROW(kCuda, "tma: cuTensorMapEncodeTiled failed (CUresult ", int(r), ") for dims [", dims[0], ", ", dims[1],
              ", ", dims[2], "], strides [", strides_bytes[0], ", ", strides_bytes[1], "] bytes, box [", box[0], ", ",

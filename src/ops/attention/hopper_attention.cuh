@@ -503,8 +503,8 @@ inline CUtensorMap operand_map(const void* base, DType dt, int64_t s, int64_t h,
   const uint64_t strides[3] = {stride_s, stride_h, stride_b};
   const uint32_t box[4] = {64, rows, 1, 1}, unit[4] = {1, 1, 1, 1};
   CUtensorMap map{};
-  const CUresult r = ptx::tensor_map_encoder()(
-      &map, dt == DType::kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+  const CUresult r = ptx::encode_tiled(
+      &map, dt == DType::kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4u,
       const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
