@@ -27,7 +27,8 @@ from ._core import VariantInfo, bench, explain, families, problem, reference, ru
 from ._core import torch as _torch
 from ._op import kernel_op, new_like
 from .attention import attention, attention_varlen, scaled_dot_product_attention
-from .block_ops import linear_residual, rope, rope_backward, rope_tables, swiglu, swiglu_backward
+from .block_ops import (linear_residual, rope, rope_attention, rope_backward, rope_tables, swiglu,
+                        swiglu_backward)
 from .conv import conv2d, conv2d_single_channel
 from .fp8 import matmul_fp8, quantize_fp8
 from .ops import (add_scalar, gelu, gelu_backward, linear, matmul, outer_add, outer_mul_relu, rms_norm,
@@ -42,7 +43,7 @@ __all__ = [
     "VariantInfo", "__version__", "add_scalar", "attention", "attention_varlen", "bench", "conv2d",
     "conv2d_single_channel", "explain", "families", "gelu",
     "gelu_backward", "git_sha", "kernel_op", "linear", "linear_residual", "matmul", "new_like", "outer_add", "outer_mul_relu",
-    "problem", "reference", "rms_norm", "rope", "rope_backward", "rope_tables", "row_scale_relu", "row_sum", "run",
+    "problem", "reference", "rms_norm", "rope", "rope_attention", "rope_backward", "rope_tables", "row_scale_relu", "row_sum", "run",
     "scaled_dot_product_attention", "softmax", "supports", "swiglu", "swiglu_backward", "variants",
     "weighted_sum", "matmul_fp8", "quantize_fp8", "matmul_w4a16", "w4a16_from_awq", "w4a16_from_gptq", "w4a16_pack",
     "w4a16_pack_zeros", "w4a16_quantize", "w4a16_repack", "w4a16_unpack", "w4a16_unpack_zeros", "w4a16_unrepack",

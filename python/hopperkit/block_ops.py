@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _op
+from . import _C, _core, _op
 from ._core import torch
+from .attention import _attention, _attention_backward
 from ._op import kernel_op, new_like
 from .ops import _as_rows, _matmul
 
@@ -151,6 +152,92 @@ def rope_tables(seq_len: int, rotary_dim: int, theta: float = 10000.0, positions
     inv = torch.exp(torch.arange(half, dtype=torch.float64, device=pos.device) * (-2.0 * math.log(theta) / rotary_dim))
     ang = pos[:, None] * inv[None, :]
     return ang.cos().float(), ang.sin().float()
+
+
+# ---- rope_attention --------------------------------------------------------------------------
+
+def _rope_attention_eager(qkv: Any, cos: Any, sin: Any, hq: int, hkv: int, scale: float) -> tuple:
+    q = _rope(qkv[:, :, :hq], cos, sin)
+    k = _rope(qkv[:, :, hq:hq + hkv], cos, sin)
+    o, lse = _attention(q, k, qkv[:, :, hq + hkv:], True, scale)
+    return o, lse, q, k
+
+
+def _rope_attention_backward_eager(qkv: Any, q: Any, k: Any, o: Any, lse: Any, dout: Any, cos: Any, sin: Any,
+                                   hq: int, hkv: int, scale: float) -> Any:
+    v = qkv[:, :, hq + hkv:]
+    dout = dout.contiguous()
+    if qkv.device.type != "cuda":  # the fp64 references, composed
+        dq, dk, dv = _attention_backward(q, k, v, o, dout, lse, True, scale)
+        return torch.cat([_rope_backward(dq, cos, sin), _rope_backward(dk, cos, sin), dv], dim=2)
+    # dv lands in its slice of d(qkv) and dq, dk are rotated into theirs: no zero fill, no
+    # strided copy, no add (autograd's slice backward would do all three for each of q, k, v).
+    dqkv = torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device)
+    dq, dk = torch.empty_like(q), torch.empty_like(k)
+    meta = _core._metadata_view
+    with torch.cuda.device(qkv.device):
+        stream = torch.cuda.current_stream(qkv.device).cuda_stream
+        _C.attention_backward_into([meta(t) for t in (q, k, v, o, dout, lse)],
+                                   [dq, dk, dqkv[:, :, hq + hkv:]], True, scale, False, stream)
+        _C.rope_backward_into([dq, meta(cos), meta(sin)], dqkv[:, :, :hq], stream)
+        _C.rope_backward_into([dk, meta(cos), meta(sin)], dqkv[:, :, hq:hq + hkv], stream)
+    return dqkv
+
+
+if torch is not None:
+    @torch.library.custom_op("hopperkit::rope_attention", mutates_args=(),
+                             schema="(Tensor qkv, Tensor cos, Tensor sin, int hq, int hkv, float scale) "
+                                    "-> (Tensor, Tensor, Tensor, Tensor)")
+    def _rope_attention(qkv, cos, sin, hq, hkv, scale):
+        return _rope_attention_eager(qkv, cos, sin, hq, hkv, scale)
+
+    @_rope_attention.register_fake
+    def _rope_attention_fake(qkv, cos, sin, hq, hkv, scale):
+        b, s, _, d = qkv.shape
+        return (qkv.new_empty((b, s, hq, d)), qkv.new_empty((b, hq, s), dtype=torch.float32),
+                qkv.new_empty((b, s, hq, d)), qkv.new_empty((b, s, hkv, d)))
+
+    @torch.library.custom_op("hopperkit::rope_attention_backward", mutates_args=(),
+                             schema="(Tensor qkv, Tensor q, Tensor k, Tensor o, Tensor lse, Tensor dout, Tensor cos, "
+                                    "Tensor sin, int hq, int hkv, float scale) -> Tensor")
+    def _rope_attention_backward(qkv, q, k, o, lse, dout, cos, sin, hq, hkv, scale):
+        return _rope_attention_backward_eager(qkv, q, k, o, lse, dout, cos, sin, hq, hkv, scale)
+
+    @_rope_attention_backward.register_fake
+    def _rope_attention_backward_fake(qkv, q, k, o, lse, dout, cos, sin, hq, hkv, scale):
+        return qkv.new_empty(qkv.shape)
+
+    def _rope_attention_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        qkv, cos, sin, ctx.hq, ctx.hkv, ctx.scale = inputs
+        o, lse, q, k = output
+        ctx.save_for_backward(qkv, q, k, o, lse, cos, sin)
+        ctx.mark_non_differentiable(lse, q, k)
+
+    def _rope_attention_grad(ctx: Any, dout: Any, _dlse: Any, _dq: Any, _dk: Any) -> tuple:
+        qkv, q, k, o, lse, cos, sin = ctx.saved_tensors
+        return (_rope_attention_backward(qkv, q, k, o, lse, dout, cos, sin, ctx.hq, ctx.hkv, ctx.scale),
+                None, None, None, None, None)
+
+    _rope_attention.register_autograd(_rope_attention_grad, setup_context=_rope_attention_setup_context)
+
+
+def rope_attention(qkv: Any, cos: Any, sin: Any, n_heads: int, n_kv_heads: int, scale: float | None = None) -> Any:
+    """Causal attention of a fused QKV projection's heads with RoPE on q and k:
+    ``attention(rope(q), rope(k), v, causal=True)`` for ``q, k, v`` the head slices ``[:, :, :Hq]``,
+    ``[:, :, Hq:Hq + Hkv]`` and ``[:, :, Hq + Hkv:]`` of ``qkv [B, S, Hq + 2 Hkv, D]`` (bf16 or
+    f16, contiguous). Returns ``o [B, S, Hq, D]``.
+
+    The same result as the three ops composed; the difference is the backward: it writes one
+    ``d(qkv)``, dv by the attention backward straight into its slice and dq, dk rotated into
+    theirs, where autograd would zero-fill a ``qkv``-sized gradient per slice, copy each slice's
+    gradient into it and add the three (about 1 ms of a 2.7B block's 5.5 ms step on an H200).
+    """
+    if not isinstance(qkv, torch.Tensor):
+        raise TypeError(f"hk.rope_attention: takes torch tensors, got {type(qkv).__name__}")
+    if qkv.dim() != 4 or qkv.shape[2] != n_heads + 2 * n_kv_heads:
+        raise ValueError(f"hk.rope_attention: qkv must be [B, S, n_heads + 2 n_kv_heads = "
+                         f"{n_heads + 2 * n_kv_heads}, D], got {list(qkv.shape)}")
+    return _rope_attention(qkv.contiguous(), cos, sin, n_heads, n_kv_heads, 0.0 if scale is None else scale)[0]
 
 
 # ---- linear_residual -------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import numbers
 import torch
 
 from . import block_ops, ops
-from .attention import attention
 
 
 class GELU(torch.nn.Module):
@@ -154,11 +153,8 @@ class TransformerBlock(torch.nn.Module):
         hq, hkv, dh = self.n_heads, self.n_kv_heads, self.head_dim
         qkv = self.qkv(self.attn_norm(x)).view(b, s, hq + 2 * hkv, dh)
         # q, k, v are head slices of one [B, S, Hq + 2 Hkv, Dh] tensor: rope and attention read
-        # them through their strides (no copies).
-        q = block_ops.rope(qkv[:, :, :hq], cos, sin)
-        k = block_ops.rope(qkv[:, :, hq:hq + hkv], cos, sin)
-        v = qkv[:, :, hq + hkv:]
-        o = attention(q, k, v, causal=True, layout="bshd").reshape(b, s, hq * dh)
+        # them through their strides (no copies), and the backward writes one d(qkv).
+        o = block_ops.rope_attention(qkv, cos, sin, hq, hkv).reshape(b, s, hq * dh)
         if not self.fuse_residual:
             h = x + self.attn_out(o)
             return h + self.down(block_ops.swiglu(self.gate_up(self.ffn_norm(h))))

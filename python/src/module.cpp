@@ -310,6 +310,46 @@ std::string launch(const std::string& family, const std::string& variant, const 
   return v.name();
 }
 
+// The decoder block's fused QKV path (hopperkit.block_ops.rope_attention): the attention
+// backward and the rope backward writing through their outputs' own strides, into slices of one
+// d(qkv) buffer. hk.launch cannot: its outputs have the problem's (contiguous) strides, and
+// gathering dq, dk, dv into d(qkv) by autograd's slice backward cost zero fills, strided copies
+// and adds of the whole buffer (about a sixth of a 2.7B block's backward).
+// in: q, k, v, o, dout, lse (bshd); out: dq, dk, dv. Runs the public dispatch on `stream`.
+void attention_backward_into(const std::vector<InArray>& in, const std::vector<OutArray>& out, bool causal,
+                             double scale, bool deterministic, uintptr_t stream) {
+  if (in.size() != 6 || out.size() != 3)
+    HK_THROW(kValue, "attention_backward_into: takes q, k, v, o, dout, lse and writes dq, dk, dv; got ", in.size(),
+             " inputs and ", out.size(), " outputs");
+  int device = -1;
+  for (size_t i = 0; i < in.size(); ++i) check_device("attention", "input", i, in[i], true, device);
+  for (size_t i = 0; i < out.size(); ++i) check_device("attention", "output", i, out[i], true, device);
+  std::vector<hk::TensorView> v = to_views("attention", in);
+  std::vector<hk::TensorView> o;
+  for (size_t i = 0; i < out.size(); ++i) o.push_back(to_view(out[i], operand_name("attention", "output", i)));
+  hk::AttentionOptions opt;
+  opt.causal = causal;
+  opt.scale = scale;
+  opt.deterministic = deterministic;
+  DeviceGuard guard(device);
+  nb::gil_scoped_release release;
+  hk::attention_backward(v[0], v[1], v[2], v[3], v[4], v[5], o[0], o[1], o[2], opt,
+                         reinterpret_cast<cudaStream_t>(stream));
+}
+
+// dx = rope_backward(dy) written through dx's strides (a slice of d(qkv)).
+void rope_backward_into(const std::vector<InArray>& in, const OutArray& out, uintptr_t stream) {
+  if (in.size() != 3) HK_THROW(kValue, "rope_backward_into: takes dy, cos, sin; got ", in.size(), " inputs");
+  int device = -1;
+  for (size_t i = 0; i < in.size(); ++i) check_device("rope", "input", i, in[i], true, device);
+  check_device("rope", "output", 0, out, true, device);
+  std::vector<hk::TensorView> v = to_views("rope", in);
+  const hk::TensorView dx = to_view(out, operand_name("rope", "output", 0));
+  DeviceGuard guard(device);
+  nb::gil_scoped_release release;
+  hk::rope_backward(v[0], v[1], v[2], dx, reinterpret_cast<cudaStream_t>(stream));
+}
+
 // The family's fp64 reference on host arrays: one float64 NumPy array per output, unrounded.
 nb::list reference(const std::string& family, const std::vector<InArray>& in, const AttrMap& attrs) {
   int unused = -1;
@@ -415,6 +455,11 @@ NB_MODULE(_C, m) {
   m.def("launch", &launch, nb::arg("family"), nb::arg("variant"), nb::arg("inputs"), nb::arg("outputs"),
         nb::arg("attrs"), nb::arg("stream"),
         "runs a variant ('' = default dispatch) on CUDA arrays on `stream`; returns its name");
+  m.def("attention_backward_into", &attention_backward_into, nb::arg("inputs"), nb::arg("outputs"),
+        nb::arg("causal"), nb::arg("scale"), nb::arg("deterministic"), nb::arg("stream"),
+        "attention backward (bshd) writing dq, dk, dv through their own strides, on `stream`");
+  m.def("rope_backward_into", &rope_backward_into, nb::arg("inputs"), nb::arg("output"), nb::arg("stream"),
+        "rope backward writing dx through its own strides, on `stream`");
   m.def("reference", &reference, nb::arg("family"), nb::arg("inputs"), nb::arg("attrs"),
         "the fp64 reference on host arrays: float64 NumPy arrays, one per output");
   m.def("bench", &bench, nb::arg("families"), nb::arg("variant_glob"), nb::arg("shapes"), nb::arg("dtypes"),

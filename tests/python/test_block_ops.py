@@ -217,6 +217,12 @@ def test_opcheck(cuda):
     w = torch.randn(16, 32, device=cuda, dtype=torch.bfloat16, requires_grad=True)
     c = torch.randn(6, 16, device=cuda, dtype=torch.bfloat16, requires_grad=True)
     torch.library.opcheck(hk.block_ops._matmul_add.op, (a, w.t(), c))
+    qkv = torch.randn(2, 33, 8, 64, device=cuda, dtype=torch.bfloat16)
+    cos, sin = hk.rope_tables(33, 64, device=cuda)
+    torch.library.opcheck(hk.block_ops._rope_attention, (qkv, cos, sin, 4, 2, 0.0))
+    o, lse, qr, kr = hk.block_ops._rope_attention(qkv, cos, sin, 4, 2, 0.0)
+    torch.library.opcheck(hk.block_ops._rope_attention_backward,
+                          (qkv, qr, kr, o, lse, torch.randn_like(o), cos, sin, 4, 2, 0.0))
 
 
 def test_compile_fullgraph(cuda):
@@ -285,6 +291,44 @@ def test_block_matches_reference_on_cpu(torch_mod, fuse):
     # CPU tensors run every hopperkit op's fp64 reference: the module's wiring (slices, strides,
     # autograd, parameter names) checked without a GPU.
     _check_block(torch.device("cpu"), BLOCK_CONFIGS[0], fuse)
+
+
+def _check_rope_attention(device, hq, hkv, d, s):
+    """hk.rope_attention against rope, rope and attention composed on the slices of qkv: the same
+    forward, and the same d(qkv) through autograd (the composed path's slice backward)."""
+    g = torch.Generator().manual_seed(hq * 100 + s)
+    qkv = torch.randn(2, s, hq + 2 * hkv, d, generator=g).bfloat16().to(device).requires_grad_()
+    cos, sin = hk.rope_tables(s, d, device=device)
+    o = hk.rope_attention(qkv, cos, sin, hq, hkv)
+    q = hk.rope(qkv[:, :, :hq], cos, sin)
+    k = hk.rope(qkv[:, :, hq:hq + hkv], cos, sin)
+    want = hk.attention(q, k, qkv[:, :, hq + hkv:], causal=True)
+    assert o.shape == (2, s, hq, d) and o.dtype == torch.bfloat16
+    torch.testing.assert_close(o, want, rtol=0, atol=0)
+    dy = torch.randn(o.shape, generator=g).bfloat16().to(device)
+    got, = torch.autograd.grad(o, qkv, dy)
+    ref, = torch.autograd.grad(want, qkv, dy)
+    # dq is summed by atomics on the GPU: equal up to the order of f32 additions, then rounded
+    assert _rel(got.double(), ref.double()) < 1e-2
+    for lo, hi in ((0, hq), (hq, hq + hkv), (hq + hkv, hq + 2 * hkv)):  # every slice written
+        assert _rel(got[:, :, lo:hi].double(), ref[:, :, lo:hi].double()) < 1e-2
+
+
+@pytest.mark.parametrize("hq,hkv,d,s", [(4, 2, 64, 129), (2, 2, 80, 64), (8, 1, 128, 200)])
+def test_rope_attention_matches_the_composed_ops(cuda, hq, hkv, d, s):
+    _check_rope_attention(cuda, hq, hkv, d, s)
+
+
+def test_rope_attention_matches_the_composed_ops_on_cpu(torch_mod):
+    _check_rope_attention(torch.device("cpu"), 4, 2, 16, 9)
+
+
+def test_rope_attention_bad_input(torch_mod):
+    cos, sin = hk.rope_tables(4, 8)
+    with pytest.raises(ValueError, match="n_heads"):
+        hk.rope_attention(torch.zeros(1, 4, 5, 8, dtype=torch.bfloat16), cos, sin, 2, 2)
+    with pytest.raises(TypeError):
+        hk.rope_attention(np.zeros((1, 4, 6, 8), np.float16), cos, sin, 2, 2)
 
 
 def test_linear_residual_matches_torch(cuda):
