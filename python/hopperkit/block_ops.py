@@ -18,7 +18,7 @@ from . import _C, _core, _op
 from ._core import torch
 from .attention import _attention, _attention_backward
 from ._op import kernel_op, new_like
-from .ops import _as_rows, _matmul
+from .ops import _as_rows, _grad_b, _matmul
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -255,7 +255,7 @@ def _matmul_add_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
 def _matmul_add_grad(ctx: Any, dy: Any) -> tuple:
     a, b = ctx.saved_tensors
     da = _matmul(dy, b.transpose(-1, -2), None, None) if ctx.needs_input_grad[0] else None
-    db = _matmul(a.transpose(-1, -2), dy, None, None) if ctx.needs_input_grad[1] else None
+    db = _grad_b(a, dy, b) if ctx.needs_input_grad[1] else None
     return da, db, dy
 
 

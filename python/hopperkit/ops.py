@@ -367,6 +367,16 @@ def _matmul_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
     ctx.save_for_backward(a, b, bias, output if activation == "relu" else None)
 
 
+def _grad_b(a: Any, dz: Any, b: Any) -> Any:
+    """dB = A^T dZ laid out as B is. For a column-major B (a Linear weight W [N, K] passed as the
+    view W^T) the GEMM writes (dZ^T A) = dB^T row-major and returns its transpose view, so W's
+    gradient arrives contiguous; computed row-major, autograd's accumulation into W.grad copied
+    it into W's layout with a strided copy (about 175 us for a [20480, 2560] bf16 weight, H200)."""
+    if b.dim() >= 2 and b.stride(-2) == 1 and b.stride(-1) != 1:
+        return _matmul(dz.transpose(-1, -2), a, None, None).transpose(-1, -2)
+    return _matmul(a.transpose(-1, -2), dz, None, None)
+
+
 def _matmul_grad(ctx: Any, dy: Any) -> tuple:
     a, b, bias, y = ctx.saved_tensors
     if ctx.activation == "relu":
@@ -378,7 +388,7 @@ def _matmul_grad(ctx: Any, dy: Any) -> tuple:
     # dA = dZ B^T and dB = A^T dZ: the transposes are views whose layout the kernels take
     # whenever A's and B's did (a row-major operand's transpose is column-major and back).
     da = _matmul(dz, b.transpose(-1, -2), None, None) if ctx.needs_input_grad[0] else None
-    db = _matmul(a.transpose(-1, -2), dz, None, None) if ctx.needs_input_grad[1] else None
+    db = _grad_b(a, dz, b) if ctx.needs_input_grad[1] else None
     dbias = None
     if ctx.has_bias and ctx.needs_input_grad[2]:
         dbias = dz.sum(tuple(range(dz.dim() - 1)))

@@ -216,6 +216,23 @@ def test_gradients_batched_and_broadcast(dev):
     torch.testing.assert_close(w.grad, wr.grad.to(dtype), **tol)
 
 
+def test_weight_gradient_in_the_weights_layout(dev):
+    """x W^T with W [N, K] passed as the column-major view W.t(): the backward computes dW as
+    dZ^T X, row-major like W (the path that spares autograd a strided copy into W.grad); a
+    row-major b takes dB = X^T dZ. Both against fp64."""
+    dtype = torch.bfloat16
+    x = torch.randn(40, 24, device=dev).to(dtype).requires_grad_()
+    w = torch.randn(16, 24, device=dev).to(dtype).requires_grad_()
+    dy = torch.randn(40, 16, device=dev).to(dtype)
+    hk.linear(x, w).backward(dy)
+    want = (dy.double().t() @ x.detach().double()).to(dtype)
+    torch.testing.assert_close(w.grad, want, **grad_tolerance(dtype, 40))
+    # a row-major b keeps its row-major gradient
+    b = torch.randn(24, 16, device=dev).to(dtype).requires_grad_()
+    hk.matmul(x.detach(), b).backward(dy)
+    torch.testing.assert_close(b.grad, (x.detach().double().t() @ dy.double()).to(dtype), **grad_tolerance(dtype, 40))
+
+
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
 def test_opcheck(dev, activation):
     a = torch.randn(13, 40, device=dev).to(torch.bfloat16).requires_grad_()
