@@ -84,15 +84,20 @@ def _models(cfg: argparse.Namespace, which: str):
         ours = hk.nn.TransformerBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, fuse_residual=cfg.fuse_residual,
                                       **common)
         theirs = ref.ReferenceBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
+    elif which == "block_naive":
+        ours = None
+        theirs = ref.ReferenceBlock(cfg.dim, cfg.heads, cfg.kv_heads, cfg.ffn, attention="naive", **common)
     else:
         ours = hk.nn.TransformerLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn,
                                    fuse_residual=cfg.fuse_residual, **common)
         theirs = ref.ReferenceLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
+    init = ours if ours is not None else theirs
     with torch.no_grad():  # keep activations O(1): the residual stream's scale stays near 1 through the layers
-        for name, p in ours.named_parameters():
+        for name, p in init.named_parameters():
             if p.dim() == 2:
                 p.normal_(0.0, 0.02 if name.startswith("embed") else p.shape[1] ** -0.5)
-    theirs.load_state_dict(ours.state_dict())
+    if ours is not None:
+        theirs.load_state_dict(ours.state_dict())
     return ours, theirs
 
 
@@ -247,7 +252,14 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
         ours, theirs = _models(cfg, which)
         inp = _inputs(cfg, which)
         check = _agreement(ours, theirs, which, inp)
+        checks: dict[str, dict] = {}
         cands: dict[str, Any] = {"hopperkit": ours, "torch": theirs}
+        if cfg.naive and which == "block":
+            # the lecture's starting point: the same block with the scores materialised
+            naive = _models(cfg, "block_naive")[1]
+            naive.load_state_dict(ours.state_dict())
+            cands["torch.naive"] = naive
+            checks["torch.naive"] = _agreement(ours, naive, which, inp)
         if cfg.compile:
             cands["hopperkit.compile"] = torch.compile(ours)
             cands["torch.compile"] = torch.compile(theirs)
@@ -256,13 +268,19 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
             cands["torch.graph"] = theirs
         for pass_name, idx in (("fwd", 0), ("fwd_bwd", 1)):
             names, fns = [], []
+            peaks: dict[str, float] = {}  # MiB allocated above what the step found, at its peak
             for name, m in cands.items():
                 fn = _steps(m, which, inp)[idx]
                 try:
                     if name.endswith(".graph"):
                         fn = _graphed(fn)
                     fn()  # compiles outside the timed region; warms up
+                    _sync()
+                    base_mem = torch.cuda.memory_allocated()
+                    torch.cuda.reset_peak_memory_stats()
                     fn()
+                    _sync()
+                    peaks[name] = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
                 except Exception as e:  # noqa: BLE001 - a candidate that cannot run is reported
                     rows.append({"model": which, "pass": pass_name, "candidate": name,
                                  "status": f"SKIP: {type(e).__name__}: {e}"})
@@ -276,8 +294,10 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
             base = med.get("torch", 0.0)
             for n, t, h in zip(names, gpu, host):
                 us = med[n]
-                rows.append({"model": which, "pass": pass_name, "candidate": n, "status": check["status"],
+                rows.append({"model": which, "pass": pass_name, "candidate": n,
+                             "status": checks.get(n, check)["status"],
                              "median_us": us, "min_us": min(t), "host_us": _median(h), "samples": cfg.samples,
+                             "peak_mib": peaks.get(n),
                              "tokens_per_s": tokens / (us * 1e-6) if us > 0 else 0.0,
                              "speedup_vs_torch": base / us if us > 0 and base > 0 else 0.0})
         if cfg.profile:
@@ -294,7 +314,7 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
     from .bench import command_line
 
     config = {k: getattr(cfg, k) for k in ("dim", "heads", "kv_heads", "ffn", "seq", "batch", "layers", "vocab",
-                                           "theta", "samples", "compile", "graph", "fuse_residual", "models",
+                                           "theta", "samples", "compile", "graph", "naive", "fuse_residual", "models",
                                            "size")}
     return {"kind": "hk-block-bench", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
             "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
@@ -305,14 +325,15 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
 
 def markdown(doc: dict) -> str:
     """The timing table, then per model and direction the top kernels of each side."""
-    out = ["| model | pass | candidate | median µs | tokens/s | vs torch eager | status |",
-           "|---|---|---|---:|---:|---:|---|"]
+    out = ["| model | pass | candidate | median µs | tokens/s | vs torch eager | peak MiB | status |",
+           "|---|---|---|---:|---:|---:|---:|---|"]
     for r in doc["rows"]:
         if "median_us" not in r:
-            out.append(f"| {r['model']} | {r['pass']} | {r['candidate']} | | | | {r['status']} |")
+            out.append(f"| {r['model']} | {r['pass']} | {r['candidate']} | | | | | {r['status']} |")
             continue
+        peak = f"{r['peak_mib']:.0f}" if r.get("peak_mib") is not None else ""
         out.append(f"| {r['model']} | {r['pass']} | {r['candidate']} | {r['median_us']:.1f} | "
-                   f"{r['tokens_per_s']:.3g} | {r['speedup_vs_torch']:.2f}x | {r['status']} |")
+                   f"{r['tokens_per_s']:.3g} | {r['speedup_vs_torch']:.2f}x | {peak} | {r['status']} |")
     for model, prof in doc.get("profile", {}).items():
         for side in ("hopperkit", "torch"):
             for direction in ("forward", "backward"):
@@ -346,6 +367,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="what to time: the block, the LM, or one of the block's ops alone at its shapes")
     ap.add_argument("--samples", type=int, default=10, help="timed samples per candidate")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
+    ap.add_argument("--no-naive", dest="naive", action="store_false",
+                    help="leave out torch.naive (the PyTorch block with materialised attention scores)")
     ap.add_argument("--no-graph", dest="graph", action="store_false",
                     help="leave out the steps captured as CUDA graphs (hopperkit.graph, torch.graph)")
     ap.add_argument("--no-fuse-residual", dest="fuse_residual", action="store_false",

@@ -1,7 +1,8 @@
 """Plain-PyTorch twins of ``hk.nn.TransformerBlock`` and ``hk.nn.TransformerLM``: the same
 computation from ``torch.nn`` ops only (``F.rms_norm``, ``F.linear``,
 ``F.scaled_dot_product_attention``, ``F.silu``), with the same parameter names, so one state
-dict loads into both. The tests compare forward outputs and gradients of the two; the block
+dict loads into both. ``attention="naive"`` materialises the scores instead of calling SDPA (the
+benchmarking lecture's starting point). The tests compare forward outputs and gradients of the two; the block
 benchmark (``python -m hopperkit.block_bench``) times them side by side, eager and compiled.
 
 RoPE uses the same f32 [S, R/2] tables (``rope_tables``, identical to ``hk.rope_tables``) in
@@ -37,6 +38,16 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s, rest], dim=-1).to(x.dtype)
 
 
+def naive_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Attention as the benchmarking lecture's model starts: the [B, H, S, S] scores materialised
+    (q k^T in q's dtype), the causal mask filled with -inf, softmax in f32, then P v."""
+    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    s = q.shape[-2]
+    mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    p = torch.softmax(scores.float().masked_fill(mask, float("-inf")), dim=-1).to(q.dtype)
+    return p @ v
+
+
 class RMSNormRef(torch.nn.Module):
     def __init__(self, dim: int, eps: float, device=None, dtype=None) -> None:
         super().__init__()
@@ -62,8 +73,11 @@ class ReferenceBlock(torch.nn.Module):
 
     def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, ffn_dim: int | None = None, *,
                  head_dim: int | None = None, rotary_dim: int | None = None, rope_theta: float = 10000.0,
-                 eps: float = 1e-6, device=None, dtype=torch.bfloat16) -> None:
+                 eps: float = 1e-6, attention: str = "sdpa", device=None, dtype=torch.bfloat16) -> None:
         super().__init__()
+        if attention not in ("sdpa", "naive"):
+            raise ValueError(f"ReferenceBlock: attention must be 'sdpa' or 'naive', got {attention!r}")
+        self.attention = attention
         self.n_heads, self.n_kv_heads, self.head_dim, self.ffn_dim = _block_dims(dim, n_heads, n_kv_heads,
                                                                                  ffn_dim, head_dim)
         self.dim = dim
@@ -92,7 +106,10 @@ class ReferenceBlock(torch.nn.Module):
         if hkv != hq:  # GQA as repeated KV heads (SDPA's enable_gqa needs torch >= 2.5)
             k = k.repeat_interleave(hq // hkv, dim=1)
             v = v.repeat_interleave(hq // hkv, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+        if self.attention == "naive":
+            o = naive_causal_attention(q, k, v).transpose(1, 2)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
         h = x + self.attn_out(o.reshape(b, s, hq * dh))
         gate, up = self.gate_up(self.ffn_norm(h)).chunk(2, dim=-1)
         return h + self.down(F.silu(gate) * up)
@@ -103,13 +120,14 @@ class ReferenceLM(torch.nn.Module):
 
     def __init__(self, vocab: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int | None = None,
                  ffn_dim: int | None = None, *, head_dim: int | None = None, rotary_dim: int | None = None,
-                 rope_theta: float = 10000.0, eps: float = 1e-6, device=None, dtype=torch.bfloat16) -> None:
+                 rope_theta: float = 10000.0, eps: float = 1e-6, attention: str = "sdpa", device=None,
+                 dtype=torch.bfloat16) -> None:
         super().__init__()
         self.vocab = vocab
         self.embed = torch.nn.Embedding(vocab, dim, device=device, dtype=dtype)
         self.blocks = torch.nn.ModuleList(
             ReferenceBlock(dim, n_heads, n_kv_heads, ffn_dim, head_dim=head_dim, rotary_dim=rotary_dim,
-                           rope_theta=rope_theta, eps=eps, device=device, dtype=dtype)
+                           rope_theta=rope_theta, eps=eps, attention=attention, device=device, dtype=dtype)
             for _ in range(n_layers))
         self.norm = RMSNormRef(dim, eps, device=device, dtype=dtype)
 

@@ -9,6 +9,8 @@ and the block under torch.compile.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -421,3 +423,37 @@ def test_block_bench_helpers_on_cpu(torch_mod):
         fwd_bwd()
         assert all(p.grad is not None for p in ours.parameters())
         assert set(bb._profile(ours, which, inp, 1, 5)) == {"forward", "backward"}
+    # the lecture's starting point: the same block with materialised scores agrees with both
+    ours, theirs = bb._models(cfg, "block")
+    naive = bb._models(cfg, "block_naive")[1]
+    naive.load_state_dict(ours.state_dict())
+    assert naive.attention == "naive"
+    inp = bb._inputs(cfg, "block")
+    assert bb._agreement(ours, naive, "block", inp)["status"] == "ok"
+    assert bb._agreement(theirs, naive, "block", inp)["rel_err"] < 2e-2
+
+
+def test_train_check_on_cpu(torch_mod):
+    """The training comparison end to end on a tiny model (CPU: hopperkit's ops run their fp64
+    references), and its window arithmetic on made-up curves."""
+    from hopperkit import train_check as tc
+
+    cfg = tc.parse_args(["--size", "none", "--dim", "32", "--layers", "1", "--heads", "2", "--vocab", "50",
+                         "--steps", "4", "--seeds", "2", "--batch", "2", "--seq", "8", "--window", "2",
+                         "--device", "cpu"])
+    doc = tc.run(cfg, progress=False)
+    assert doc["kind"] == "hk-train-check" and len(doc["losses"]["hopperkit"]) == 4
+    assert len(doc["losses"]["torch"]) == 2 and all(len(r) == 4 for r in doc["losses"]["torch"])
+    assert all(math.isfinite(x) and x > 0 for x in doc["losses"]["hopperkit"])
+    # the same initialisation and data: the first step's loss agrees to bf16 rounding
+    assert abs(doc["losses"]["hopperkit"][0] - doc["losses"]["torch"][0][0]) < 2e-2 * doc["losses"]["torch"][0][0]
+    assert "| 1-2 |" in tc.markdown(doc)
+    c = tc.compare([1.0, 1.0, 2.0, 2.0], [[1.0, 1.0, 2.0, 2.0], [1.1, 1.1, 2.5, 2.5], [0.9, 0.9, 2.0, 2.0]], 2)
+    assert c["spread"] == pytest.approx([0.1, 0.5]) and c["inside"] == [True, True]
+    c = tc.compare([1.3, 1.3, 2.0, 2.0], [[1.0, 1.0, 2.0, 2.0], [1.1, 1.1, 2.5, 2.5]], 2)
+    assert c["inside"] == [False, True] and c["fraction_inside"] == 0.5
+    # the language: every target is one of its token's successors
+    table = tc._language(50, 1234, torch.device("cpu"))
+    toks, tgts = tc.batch(table, 3, 2, 8, 7)
+    assert all(int(t) in table[int(x)].tolist() for x, t in zip(toks.flatten(), tgts.flatten()))
+

@@ -1,0 +1,195 @@
+"""Numerics over a training run: the small language model trained with hopperkit's kernels against
+its plain-PyTorch twin.
+
+``python -m hopperkit.train_check [--size small] [--steps 200] [--seeds 3] [--batch 8 --seq 256]
+[--json PATH]`` trains ``hopperkit.reference_model.ReferenceLM`` from ``--seeds`` initialisations
+(seed 0, 1, ...) and ``hk.nn.TransformerLM`` from seed 0's, all on the same batches of a
+synthetic language, with AdamW in bf16, and compares the loss curves in windows of ``--window``
+steps. The reference's seed-to-seed spread at a window is the largest distance of another seed's
+mean loss from seed 0's; hopperkit passes where its mean loss is within that spread of seed 0's
+(the two runs differ by the kernels' rounding only, so a kernel that were wrong would show as a
+curve outside what a change of initialisation does).
+
+The language: each token has four possible successors, drawn once from the vocabulary; a
+sequence starts at a random token and picks one of its token's successors at each step. The best
+achievable loss is ln 4 = 1.386; a model starts at about ln(vocab).
+
+The JSON document (kind "hk-train-check") holds the configuration, every step's loss of each run,
+the windows' means, spreads and deviations, and the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import sys
+from typing import Any
+
+try:
+    import torch
+except ImportError:  # the module imports without torch; main() says it needs it
+    torch = None  # type: ignore[assignment]
+
+SUCCESSORS = 4
+
+
+def _language(vocab: int, seed: int, device: Any) -> Any:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (vocab, SUCCESSORS), generator=g).to(device)
+
+
+def batch(table: Any, step: int, batch_size: int, seq: int, seed: int) -> tuple:
+    """(tokens, targets) [batch, seq] int64 of step `step`: the same for every run."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    vocab = table.shape[0]
+    toks = torch.empty(batch_size, seq + 1, dtype=torch.long)
+    toks[:, 0] = torch.randint(0, vocab, (batch_size,), generator=g)
+    choice = torch.randint(0, SUCCESSORS, (batch_size, seq), generator=g)
+    table_cpu = table.cpu()
+    for t in range(seq):
+        toks[:, t + 1] = table_cpu[toks[:, t], choice[:, t]]
+    toks = toks.to(table.device)
+    return toks[:, :-1], toks[:, 1:]
+
+
+def _init(model: Any, seed: int) -> None:
+    """The block benchmark's initialisation: N(0, 0.02) embedding, N(0, 1/fan_in) matrices."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                std = 0.02 if name.startswith("embed") else p.shape[1] ** -0.5
+                p.copy_((torch.randn(p.shape, generator=g) * std).to(p.dtype))
+
+
+def train(model: Any, data: list, lr: float, progress: str = "") -> list[float]:
+    """Loss of each step of AdamW on `data` (a list of (tokens, targets))."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    losses = []
+    for i, (tokens, targets) in enumerate(data):
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(tokens, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+        if progress and (i + 1) % 50 == 0:
+            print(f"[{progress}] step {i + 1}: loss {losses[-1]:.4f}", file=sys.stderr, flush=True)
+    return losses
+
+
+def windows(losses: list[float], width: int) -> list[float]:
+    return [sum(losses[i:i + width]) / len(losses[i:i + width]) for i in range(0, len(losses), width)]
+
+
+def compare(ours: list[float], refs: list[list[float]], width: int) -> dict:
+    """Windowed means; per window the reference's spread (the largest |seed s - seed 0|) and
+    hopperkit's deviation from seed 0; the fraction of windows inside the spread."""
+    ow = windows(ours, width)
+    rw = [windows(r, width) for r in refs]
+    spread = [max((abs(r[i] - rw[0][i]) for r in rw[1:]), default=0.0) for i in range(len(ow))]
+    dev = [abs(ow[i] - rw[0][i]) for i in range(len(ow))]
+    inside = [d <= s for d, s in zip(dev, spread)]
+    frac = sum(inside) / len(inside) if inside else 0.0
+    return {"ours": ow, "reference": rw, "spread": spread, "deviation": dev, "inside": inside,
+            "fraction_inside": frac, "final_inside": bool(inside[-1]) if inside else False}
+
+
+def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
+    import hopperkit as hk
+    from . import reference_model as ref
+    from .block_bench import SIZES
+
+    dim, layers, heads = SIZES[cfg.size] if cfg.size else (cfg.dim, cfg.layers, cfg.heads)
+    ffn = 4 * dim
+    dev = torch.device(cfg.device)
+    table = _language(cfg.vocab, 1234, dev)
+    data = [batch(table, i, cfg.batch, cfg.seq, cfg.data_seed) for i in range(cfg.steps)]
+    common = dict(device=dev, dtype=torch.bfloat16)
+    refs = []
+    state0 = None
+    for seed in range(cfg.seeds):
+        model = ref.ReferenceLM(cfg.vocab, dim, layers, heads, heads, ffn, **common)
+        _init(model, seed)
+        if seed == 0:
+            state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        refs.append(train(model, data, cfg.lr, f"torch seed {seed}" if progress else ""))
+        del model
+    ours_model = hk.nn.TransformerLM(cfg.vocab, dim, layers, heads, heads, ffn, **common)
+    ours_model.load_state_dict(state0)
+    ours = train(ours_model, data, cfg.lr, "hopperkit seed 0" if progress else "")
+    cmp = compare(ours, refs, cfg.window)
+    ok = cmp["fraction_inside"] >= cfg.pass_fraction and cmp["final_inside"]
+    from . import _C
+    from .bench import command_line
+
+    config = {k: getattr(cfg, k) for k in ("size", "vocab", "steps", "seeds", "batch", "seq", "lr", "window",
+                                           "data_seed", "pass_fraction")}
+    config.update(dim=dim, layers=layers, heads=heads, ffn=ffn)
+    return {"kind": "hk-train-check", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
+            "python": platform.python_version(),
+            "gpu": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu",
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": command_line("python -m hopperkit.train_check", sys.argv[1:]),
+            "config": config, "losses": {"hopperkit": ours, "torch": refs}, "windows": cmp,
+            "best_possible_loss": math.log(SUCCESSORS), "status": "ok" if ok else "FAIL: outside the seed spread"}
+
+
+def markdown(doc: dict) -> str:
+    w = doc["windows"]
+    width = doc["config"]["window"]
+    out = ["| steps | hopperkit | torch seed 0 | deviation | seed spread | inside |", "|---|---:|---:|---:|---:|---|"]
+    for i, (o, r0, d, s, ins) in enumerate(zip(w["ours"], w["reference"][0], w["deviation"], w["spread"],
+                                                w["inside"])):
+        out.append(f"| {i * width + 1}-{(i + 1) * width} | {o:.4f} | {r0:.4f} | {d:.4f} | {s:.4f} | "
+                   f"{'yes' if ins else 'no'} |")
+    out.append("")
+    out.append(f"{100 * w['fraction_inside']:.0f}% of the windows inside the spread; status: {doc['status']}")
+    return "\n".join(out) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from .block_bench import SIZES
+
+    ap = argparse.ArgumentParser(prog="python -m hopperkit.train_check", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", choices=[*sorted(SIZES), "none"], default="small",
+                    help="one of the course's model sizes, or none for --dim / --layers / --heads")
+    ap.add_argument("--dim", type=int, default=768, help="with --size none")
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--vocab", type=int, default=10000)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--seeds", type=int, default=3, help="reference runs (initialisations)")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--window", type=int, default=10, help="steps per compared window")
+    ap.add_argument("--data-seed", type=int, default=7)
+    ap.add_argument("--pass-fraction", type=float, default=0.9,
+                    help="the share of windows that must lie inside the spread (the last always)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--json", help="write the JSON document here")
+    cfg = ap.parse_args(argv)
+    if cfg.size == "none":
+        cfg.size = None
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    if torch is None:
+        print("hopperkit.train_check needs torch", file=sys.stderr)
+        return 2
+    cfg = parse_args(argv)
+    doc = run(cfg)
+    print(markdown(doc))
+    if cfg.json:
+        with open(cfg.json, "w") as f:
+            json.dump(doc, f, indent=2)
+    return 0 if doc["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
