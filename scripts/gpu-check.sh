@@ -2,7 +2,7 @@
 # The whole check for a machine with a Hopper GPU: build with every core, run every GPU test, the
 # sanitizer sweep, the Python tests (when the package exists), `hk bench` and the family ladders,
 # then print a short summary. Working logs go to build/gpu-check/; at the end DIR receives
-# summary.txt, the bench JSON (bench-<stage>.json and block-2p7b.json, the input of
+# summary.txt, the bench JSON (bench-<stage>.json, block-<size>.json and train-small.json, the input of
 # scripts/results-tables.py), microbench.json, logs.tgz (every log) and all-results.tgz (all of
 # these in one archive).
 #
@@ -60,10 +60,10 @@ fi
 finish() {
   if [[ -n $out ]]; then
     cp "$LOGS/summary.txt" "$out/" 2>/dev/null
-    cp "$LOGS"/bench-*.json "$LOGS"/block-*.json "$LOGS"/microbench.json "$out/" 2>/dev/null
+    cp "$LOGS"/bench-*.json "$LOGS"/block-*.json "$LOGS"/train-*.json "$LOGS"/microbench.json "$out/" 2>/dev/null
     tar -czf "$out/logs.tgz" -C "$LOGS" . 2>/dev/null
     # what this run wrote, in one archive, for a transfer that takes a few files only
-    (cd "$out" && tar -czf all-results.tgz summary.txt logs.tgz $(cd "$LOGS" && ls bench-*.json block-*.json \
+    (cd "$out" && tar -czf all-results.tgz summary.txt logs.tgz $(cd "$LOGS" && ls bench-*.json block-*.json train-*.json \
       microbench.json 2>/dev/null)) 2>/dev/null
   fi
 }
@@ -253,13 +253,22 @@ if want torch; then
   say "python -m hopperkit.bench: rc=$?"
 fi
 if want block; then
-  # the decoder block at a 2.7B model's width (dim 2560, 32 heads of 80), hopperkit against the
-  # same block in PyTorch, with the profiler's kernel tables (python -m hopperkit.block_bench)
+  # the decoder block at the benchmarking lecture's five sizes, hopperkit against the same block
+  # in PyTorch (eager, torch.compile where the goals name it, CUDA graphs, naive attention), the
+  # 2.7B with the profiler's kernel tables (python -m hopperkit.block_bench); then the small LM
+  # trained 200 steps against the PyTorch model's seed spread (python -m hopperkit.train_check)
   pyext_ready
   if [[ $prebuilt -eq 1 ]]; then pyp=/tmp/hk-pyext/python; else pyp=$build/python; fi
-  PYTHONPATH=$pyp budget python3 -m hopperkit.block_bench --dim 2560 --heads 32 --kv-heads 32 --seq 1024 --batch 4 \
-    --models block --samples 8 --no-compile --json "$LOGS/block-2p7b.json" >"$LOGS/block-2p7b.md" 2>&1
-  say "python -m hopperkit.block_bench (2.7B-sized block): rc=$?"
+  for size in 2.7b xl large medium small; do
+    extra=(--no-profile --no-compile)
+    [[ $size == 2.7b ]] && extra=()
+    [[ $size == xl ]] && extra=(--no-profile)
+    PYTHONPATH=$pyp budget python3 -m hopperkit.block_bench --size $size --seq 1024 --batch 4 --models block \
+      --samples 8 "${extra[@]}" --json "$LOGS/block-${size/./p}.json" >"$LOGS/block-${size/./p}.md" 2>&1
+    say "python -m hopperkit.block_bench --size $size: rc=$?"
+  done
+  PYTHONPATH=$pyp budget python3 -m hopperkit.train_check --json "$LOGS/train-small.json" >"$LOGS/train-small.md" 2>&1
+  say "python -m hopperkit.train_check (small LM, 200 steps): rc=$?"
 fi
 # 6. profiling: the CUPTI table, the unfused-vs-fused comparison, one ncu run
 if want profile; then
