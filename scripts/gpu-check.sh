@@ -267,7 +267,8 @@ if want block; then
       --samples 8 "${extra[@]}" --json "$LOGS/block-${size/./p}.json" >"$LOGS/block-${size/./p}.md" 2>&1
     say "python -m hopperkit.block_bench --size $size: rc=$?"
   done
-  PYTHONPATH=$pyp budget python3 -m hopperkit.train_check --json "$LOGS/train-small.json" >"$LOGS/train-small.md" 2>&1
+  PYTHONPATH=$pyp budget python3 -m hopperkit.train_check --ours-seeds 3 --json "$LOGS/train-small.json" \
+    >"$LOGS/train-small.md" 2>&1
   say "python -m hopperkit.train_check (small LM, 200 steps): rc=$?"
 fi
 # 6. profiling: the CUPTI table, the unfused-vs-fused comparison, one ncu run

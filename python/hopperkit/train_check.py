@@ -1,14 +1,16 @@
 """Numerics over a training run: the small language model trained with hopperkit's kernels against
 its plain-PyTorch twin.
 
-``python -m hopperkit.train_check [--size small] [--steps 200] [--seeds 3] [--batch 8 --seq 256]
-[--json PATH]`` trains ``hopperkit.reference_model.ReferenceLM`` from ``--seeds`` initialisations
-(seed 0, 1, ...) and ``hk.nn.TransformerLM`` from seed 0's, all on the same batches of a
-synthetic language, with AdamW in bf16, and compares the loss curves in windows of ``--window``
-steps. The reference's seed-to-seed spread at a window is the largest distance of another seed's
-mean loss from seed 0's; hopperkit passes where its mean loss is within that spread of seed 0's
-(the two runs differ by the kernels' rounding only, so a kernel that were wrong would show as a
-curve outside what a change of initialisation does).
+``python -m hopperkit.train_check [--size small] [--steps 200] [--seeds 3] [--ours-seeds 1]
+[--batch 8 --seq 256] [--json PATH]`` trains ``hopperkit.reference_model.ReferenceLM`` from
+``--seeds`` initialisations (seed 0, 1, ...) and ``hk.nn.TransformerLM`` from the first
+``--ours-seeds`` of them, all on the same batches of a synthetic language, with AdamW in bf16,
+and compares the loss curves in windows of ``--window`` steps. At a window, hopperkit's run from
+seed k deviates from the reference's run from seed k by some amount; the reference's
+seed-to-seed spread at seed k is the largest distance of another seed's mean loss from seed k's.
+hopperkit passes a window where its deviation is within that spread (averaged over k): the paired
+runs differ by the kernels' rounding only, so a kernel that were wrong would show as a curve
+further off than a change of initialisation moves it.
 
 The language: each token has four possible successors, drawn once from the vocabulary; a
 sequence starts at a random token and picks one of its token's successors at each step. The best
@@ -85,17 +87,24 @@ def windows(losses: list[float], width: int) -> list[float]:
     return [sum(losses[i:i + width]) / len(losses[i:i + width]) for i in range(0, len(losses), width)]
 
 
-def compare(ours: list[float], refs: list[list[float]], width: int) -> dict:
-    """Windowed means; per window the reference's spread (the largest |seed s - seed 0|) and
-    hopperkit's deviation from seed 0; the fraction of windows inside the spread."""
-    ow = windows(ours, width)
+def compare(ours: list[float] | list[list[float]], refs: list[list[float]], width: int) -> dict:
+    """Windowed means. hopperkit's run k started from reference seed k's initialisation; per
+    window, its deviation is |hopperkit_k - reference_k| and the reference's spread at seed k the
+    largest |reference_s - reference_k| over the other seeds; with several hopperkit runs both
+    are averaged over k. A window is inside when the deviation is at most the spread. ``ours``:
+    one run (seed 0) or a list of runs (seeds 0, 1, ...)."""
+    runs = ours if ours and isinstance(ours[0], list) else [ours]
+    ow = [windows(r, width) for r in runs]
     rw = [windows(r, width) for r in refs]
-    spread = [max((abs(r[i] - rw[0][i]) for r in rw[1:]), default=0.0) for i in range(len(ow))]
-    dev = [abs(ow[i] - rw[0][i]) for i in range(len(ow))]
+    n = len(ow[0])
+    dev = [sum(abs(ow[k][i] - rw[k][i]) for k in range(len(ow))) / len(ow) for i in range(n)]
+    spread = [sum(max((abs(rw[s][i] - rw[k][i]) for s in range(len(rw)) if s != k), default=0.0)
+                  for k in range(len(ow))) / len(ow) for i in range(n)]
     inside = [d <= s for d, s in zip(dev, spread)]
     frac = sum(inside) / len(inside) if inside else 0.0
-    return {"ours": ow, "reference": rw, "spread": spread, "deviation": dev, "inside": inside,
-            "fraction_inside": frac, "final_inside": bool(inside[-1]) if inside else False}
+    mean_ours = [sum(r[i] for r in ow) / len(ow) for i in range(n)]
+    return {"ours": mean_ours, "ours_runs": ow, "reference": rw, "spread": spread, "deviation": dev,
+            "inside": inside, "fraction_inside": frac, "final_inside": bool(inside[-1]) if inside else False}
 
 
 def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
@@ -103,6 +112,9 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
     from . import reference_model as ref
     from .block_bench import SIZES
 
+    if not 1 <= cfg.ours_seeds <= cfg.seeds or cfg.seeds < 2:
+        raise ValueError(f"train_check: needs --seeds >= 2 and 1 <= --ours-seeds <= --seeds, got {cfg.seeds} "
+                         f"and {cfg.ours_seeds}")
     dim, layers, heads = SIZES[cfg.size] if cfg.size else (cfg.dim, cfg.layers, cfg.heads)
     ffn = 4 * dim
     dev = torch.device(cfg.device)
@@ -110,31 +122,35 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
     data = [batch(table, i, cfg.batch, cfg.seq, cfg.data_seed) for i in range(cfg.steps)]
     common = dict(device=dev, dtype=torch.bfloat16)
     refs = []
-    state0 = None
+    states = []  # the initial weights of the seeds hopperkit also starts from
     for seed in range(cfg.seeds):
         model = ref.ReferenceLM(cfg.vocab, dim, layers, heads, heads, ffn, **common)
         _init(model, seed)
-        if seed == 0:
-            state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        if seed < cfg.ours_seeds:
+            states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
         refs.append(train(model, data, cfg.lr, f"torch seed {seed}" if progress else ""))
         del model
-    ours_model = hk.nn.TransformerLM(cfg.vocab, dim, layers, heads, heads, ffn, **common)
-    ours_model.load_state_dict(state0)
-    ours = train(ours_model, data, cfg.lr, "hopperkit seed 0" if progress else "")
+    ours = []
+    for seed in range(cfg.ours_seeds):
+        ours_model = hk.nn.TransformerLM(cfg.vocab, dim, layers, heads, heads, ffn, **common)
+        ours_model.load_state_dict(states[seed])
+        ours.append(train(ours_model, data, cfg.lr, f"hopperkit seed {seed}" if progress else ""))
+        del ours_model
     cmp = compare(ours, refs, cfg.window)
     ok = cmp["fraction_inside"] >= cfg.pass_fraction and cmp["final_inside"]
     from . import _C
     from .bench import command_line
 
-    config = {k: getattr(cfg, k) for k in ("size", "vocab", "steps", "seeds", "batch", "seq", "lr", "window",
-                                           "data_seed", "pass_fraction")}
+    config = {k: getattr(cfg, k) for k in ("size", "vocab", "steps", "seeds", "ours_seeds", "batch", "seq", "lr",
+                                           "window", "data_seed", "pass_fraction")}
     config.update(dim=dim, layers=layers, heads=heads, ffn=ffn)
     return {"kind": "hk-train-check", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
             "python": platform.python_version(),
             "gpu": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu",
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": command_line("python -m hopperkit.train_check", sys.argv[1:]),
-            "config": config, "losses": {"hopperkit": ours, "torch": refs}, "windows": cmp,
+            "config": config, "losses": {"hopperkit": ours[0], "hopperkit_runs": ours, "torch": refs},
+            "windows": cmp,
             "best_possible_loss": math.log(SUCCESSORS), "status": "ok" if ok else "FAIL: outside the seed spread"}
 
 
@@ -163,6 +179,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--vocab", type=int, default=10000)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--seeds", type=int, default=3, help="reference runs (initialisations)")
+    ap.add_argument("--ours-seeds", type=int, default=1,
+                    help="hopperkit runs, from the first N of the reference's initialisations (deviations and "
+                         "spreads averaged over them)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--lr", type=float, default=1e-3)

@@ -439,10 +439,11 @@ def test_train_check_on_cpu(torch_mod):
     from hopperkit import train_check as tc
 
     cfg = tc.parse_args(["--size", "none", "--dim", "32", "--layers", "1", "--heads", "2", "--vocab", "50",
-                         "--steps", "4", "--seeds", "2", "--batch", "2", "--seq", "8", "--window", "2",
-                         "--device", "cpu"])
+                         "--steps", "4", "--seeds", "2", "--ours-seeds", "2", "--batch", "2", "--seq", "8",
+                         "--window", "2", "--device", "cpu"])
     doc = tc.run(cfg, progress=False)
     assert doc["kind"] == "hk-train-check" and len(doc["losses"]["hopperkit"]) == 4
+    assert len(doc["losses"]["hopperkit_runs"]) == 2
     assert len(doc["losses"]["torch"]) == 2 and all(len(r) == 4 for r in doc["losses"]["torch"])
     assert all(math.isfinite(x) and x > 0 for x in doc["losses"]["hopperkit"])
     # the same initialisation and data: the first step's loss agrees to bf16 rounding
@@ -452,6 +453,12 @@ def test_train_check_on_cpu(torch_mod):
     assert c["spread"] == pytest.approx([0.1, 0.5]) and c["inside"] == [True, True]
     c = tc.compare([1.3, 1.3, 2.0, 2.0], [[1.0, 1.0, 2.0, 2.0], [1.1, 1.1, 2.5, 2.5]], 2)
     assert c["inside"] == [False, True] and c["fraction_inside"] == 0.5
+    # two hopperkit runs, paired with reference seeds 0 and 1: deviations and spreads averaged
+    c = tc.compare([[1.05, 1.05], [1.0, 1.0]], [[1.0, 1.0], [1.1, 1.1], [1.3, 1.3]], 2)
+    assert c["deviation"] == pytest.approx([0.075]) and c["spread"] == pytest.approx([0.25])
+    assert c["ours"] == pytest.approx([1.025]) and c["inside"] == [True]
+    with pytest.raises(ValueError, match="ours-seeds"):
+        tc.run(tc.parse_args(["--seeds", "2", "--ours-seeds", "3", "--device", "cpu"]), progress=False)
     # the language: every target is one of its token's successors
     table = tc._language(50, 1234, torch.device("cpu"))
     toks, tgts = tc.batch(table, 3, 2, 8, 7)
