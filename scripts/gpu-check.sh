@@ -197,7 +197,11 @@ if want sanitize; then
   sed 's/^/  /' "$LOGS/sanitize/summary.txt" | tee -a "$summary"
 fi
 
-# 5. the main job, then the family ladders
+# 5. the main job, then the family ladders, on a quiet GPU: any compute process still on it (a
+# test or sanitizer process that outlived its stage) is named in the summary, since it would
+# share the GPU with every timed row
+busy=$(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null)
+[[ -n $busy ]] && say "WARNING: processes on the GPU before the benchmarks (timings will be shared): ${busy//$'\n'/; }"
 budget "$build/hk" info >"$LOGS/info.txt" 2>&1
 sed -n '/measured ceilings/,$p' "$LOGS/info.txt" | tee -a "$summary"
 if want bench; then
