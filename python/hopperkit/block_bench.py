@@ -71,6 +71,18 @@ def _op_modules(cfg: argparse.Namespace, which: str):
             Op(lambda qkv: ref.apply_rope(qkv[:, :, :hq], cos, sin)))
 
 
+def init_weights(model: Any, seed: int) -> None:
+    """The benchmarks' initialisation, the same on every device: N(0, 0.02) for the embedding,
+    N(0, 1 / fan_in) for every matrix (the residual stream's scale stays near 1 through the
+    layers); vectors (the norms' weights) keep theirs."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                std = 0.02 if name.startswith("embed") else p.shape[1] ** -0.5
+                p.copy_((torch.randn(p.shape, generator=g) * std).to(p.dtype))
+
+
 def _models(cfg: argparse.Namespace, which: str):
     """(hopperkit model, reference model) for "block", "lm", or one of the ops ("swiglu", "rope")."""
     import hopperkit as hk
@@ -91,11 +103,7 @@ def _models(cfg: argparse.Namespace, which: str):
         ours = hk.nn.TransformerLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn,
                                    fuse_residual=cfg.fuse_residual, **common)
         theirs = ref.ReferenceLM(cfg.vocab, cfg.dim, cfg.layers, cfg.heads, cfg.kv_heads, cfg.ffn, **common)
-    init = ours if ours is not None else theirs
-    with torch.no_grad():  # keep activations O(1): the residual stream's scale stays near 1 through the layers
-        for name, p in init.named_parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.02 if name.startswith("embed") else p.shape[1] ** -0.5)
+    init_weights(ours if ours is not None else theirs, 0)
     if ours is not None:
         theirs.load_state_dict(ours.state_dict())
     return ours, theirs

@@ -38,33 +38,23 @@ except ImportError:  # the module imports without torch; main() says it needs it
 SUCCESSORS = 4
 
 
-def _language(vocab: int, seed: int, device: Any) -> Any:
+def _language(vocab: int, seed: int) -> Any:
+    """The successor table [vocab, 4] (host memory: the batches are drawn on the host)."""
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab, (vocab, SUCCESSORS), generator=g).to(device)
+    return torch.randint(0, vocab, (vocab, SUCCESSORS), generator=g)
 
 
-def batch(table: Any, step: int, batch_size: int, seq: int, seed: int) -> tuple:
-    """(tokens, targets) [batch, seq] int64 of step `step`: the same for every run."""
+def batch(table: Any, step: int, batch_size: int, seq: int, seed: int, device: Any = "cpu") -> tuple:
+    """(tokens, targets) [batch, seq] int64 of step `step` on `device`: the same for every run."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + step)
     vocab = table.shape[0]
     toks = torch.empty(batch_size, seq + 1, dtype=torch.long)
     toks[:, 0] = torch.randint(0, vocab, (batch_size,), generator=g)
     choice = torch.randint(0, SUCCESSORS, (batch_size, seq), generator=g)
-    table_cpu = table.cpu()
     for t in range(seq):
-        toks[:, t + 1] = table_cpu[toks[:, t], choice[:, t]]
-    toks = toks.to(table.device)
+        toks[:, t + 1] = table[toks[:, t], choice[:, t]]
+    toks = toks.to(device)
     return toks[:, :-1], toks[:, 1:]
-
-
-def _init(model: Any, seed: int) -> None:
-    """The block benchmark's initialisation: N(0, 0.02) embedding, N(0, 1/fan_in) matrices."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 2:
-                std = 0.02 if name.startswith("embed") else p.shape[1] ** -0.5
-                p.copy_((torch.randn(p.shape, generator=g) * std).to(p.dtype))
 
 
 def train(model: Any, data: list, lr: float, progress: str = "") -> list[float]:
@@ -110,7 +100,7 @@ def compare(ours: list[float] | list[list[float]], refs: list[list[float]], widt
 def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
     import hopperkit as hk
     from . import reference_model as ref
-    from .block_bench import SIZES
+    from .block_bench import SIZES, init_weights
 
     if not 1 <= cfg.ours_seeds <= cfg.seeds or cfg.seeds < 2:
         raise ValueError(f"train_check: needs --seeds >= 2 and 1 <= --ours-seeds <= --seeds, got {cfg.seeds} "
@@ -118,14 +108,14 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
     dim, layers, heads = SIZES[cfg.size] if cfg.size else (cfg.dim, cfg.layers, cfg.heads)
     ffn = 4 * dim
     dev = torch.device(cfg.device)
-    table = _language(cfg.vocab, 1234, dev)
-    data = [batch(table, i, cfg.batch, cfg.seq, cfg.data_seed) for i in range(cfg.steps)]
+    table = _language(cfg.vocab, 1234)
+    data = [batch(table, i, cfg.batch, cfg.seq, cfg.data_seed, dev) for i in range(cfg.steps)]
     common = dict(device=dev, dtype=torch.bfloat16)
     refs = []
     states = []  # the initial weights of the seeds hopperkit also starts from
     for seed in range(cfg.seeds):
         model = ref.ReferenceLM(cfg.vocab, dim, layers, heads, heads, ffn, **common)
-        _init(model, seed)
+        init_weights(model, seed)
         if seed < cfg.ours_seeds:
             states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
         refs.append(train(model, data, cfg.lr, f"torch seed {seed}" if progress else ""))

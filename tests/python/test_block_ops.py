@@ -460,7 +460,7 @@ def test_train_check_on_cpu(torch_mod):
     with pytest.raises(ValueError, match="ours-seeds"):
         tc.run(tc.parse_args(["--seeds", "2", "--ours-seeds", "3", "--device", "cpu"]), progress=False)
     # the language: every target is one of its token's successors
-    table = tc._language(50, 1234, torch.device("cpu"))
+    table = tc._language(50, 1234)
     toks, tgts = tc.batch(table, 3, 2, 8, 7)
     assert all(int(t) in table[int(x)].tolist() for x, t in zip(toks.flatten(), tgts.flatten()))
 
