@@ -14,7 +14,8 @@ output, ``hk.rope`` on the q heads of the QKV output) against their PyTorch form
 
 The JSON document (kind "hk-block-bench") holds the configuration, one row per (model, pass,
 candidate) with ``median_us``, ``tokens_per_s`` and ``speedup_vs_torch`` (eager PyTorch is the
-baseline), and the kernel tables under ``profile``.
+baseline), and under ``profile`` the kernel tables and the device time by sub-layer (forward: the
+ranges of ``hk.nn.sublayer_ranges``) and by autograd node (backward).
 """
 
 from __future__ import annotations
@@ -197,11 +198,16 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
+_RANGE_PREFIX = "hk.block."
+_NODE_PREFIX = "autograd::engine::evaluate_function: "
+
+
 def _kernel_table(prof: Any, top: int) -> list[dict]:
-    """The device kernels of a profile, summed by name, longest first."""
+    """The device kernels of a profile, summed by name, longest first (the sub-layer ranges'
+    device-side spans left out)."""
     totals: dict[str, list[float]] = {}
     for e in prof.events():
-        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
+        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA or e.name.startswith(_RANGE_PREFIX):
             continue
         us = e.time_range.elapsed_us()
         t = totals.setdefault(e.name, [0.0, 0])
@@ -212,34 +218,63 @@ def _kernel_table(prof: Any, top: int) -> list[dict]:
     return [{"kernel": k, "device_us": v[0], "calls": v[1], "share": v[0] / all_us} for k, v in rows]
 
 
+def _range_table(prof: Any, prefix: str) -> list[dict]:
+    """The host ranges whose names start with ``prefix`` (the block's sub-layers in the forward,
+    autograd's nodes in the backward), summed by name: the device time of the kernels launched
+    inside each (its host time on a machine without CUDA), longest first."""
+    cuda = torch.cuda.is_available()
+    totals: dict[str, list[float]] = {}
+    for e in prof.events():
+        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CPU or not e.name.startswith(prefix):
+            continue
+        name = e.name[len(prefix):]
+        # a custom op's autograd node: GeneratedBackwardFor_hopperkit_matmul_defaultBackward
+        if name.startswith("GeneratedBackwardFor_hopperkit_") and name.endswith("_defaultBackward"):
+            name = "hopperkit::" + name[len("GeneratedBackwardFor_hopperkit_"):-len("_defaultBackward")]
+        t = totals.setdefault(name, [0.0, 0])
+        t[0] += e.device_time_total if cuda else e.cpu_time_total
+        t[1] += 1
+    all_us = sum(v[0] for v in totals.values()) or 1.0
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])
+    return [{"range": k, "us": v[0], "calls": v[1], "share": v[0] / all_us} for k, v in rows]
+
+
 def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
-    """Kernel tables of the forward and of the backward alone (the forward outside the profile)."""
+    """Kernel tables of the forward and of the backward alone (the forward outside the profile),
+    and where the time goes by sub-layer (forward, ``hk.nn.sublayer_ranges``) and by autograd
+    node (backward)."""
     from torch.profiler import ProfilerActivity, profile
+
+    from .nn import sublayer_ranges
 
     fwd, _ = _steps(model, which, inp)
     out = {}
-    # Device kernels only; a CPU-only run (the tests) records host ops, and its tables are empty.
-    activities = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]
-    with profile(activities=activities) as prof:
+    # Host ranges attribute the kernels to sub-layers; a CPU-only run (the tests) records host
+    # ops alone, and its kernel tables are empty.
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with sublayer_ranges():
+        with profile(activities=activities) as prof:
+            for _ in range(iters):
+                fwd()
+            _sync()
+        out["forward"] = _kernel_table(prof, top)
+        out["forward_sublayers"] = _range_table(prof, _RANGE_PREFIX)
+        losses = []
         for _ in range(iters):
-            fwd()
+            if list(model.parameters()):
+                model.zero_grad(set_to_none=True)
+            if which != "lm":
+                x = inp["x"].detach().requires_grad_(True)
+                losses.append((model(x), inp["dy"]))
+            else:
+                losses.append((model(inp["tokens"], inp["targets"])[1], None))
         _sync()
-    out["forward"] = _kernel_table(prof, top)
-    losses = []
-    for _ in range(iters):
-        if list(model.parameters()):
-            model.zero_grad(set_to_none=True)
-        if which != "lm":
-            x = inp["x"].detach().requires_grad_(True)
-            losses.append((model(x), inp["dy"]))
-        else:
-            losses.append((model(inp["tokens"], inp["targets"])[1], None))
-    _sync()
     with profile(activities=activities) as prof:
         for y, dy in losses:
             y.backward(dy)
         _sync()
     out["backward"] = _kernel_table(prof, top)
+    out["backward_nodes"] = _range_table(prof, _NODE_PREFIX)
     return out
 
 
@@ -355,6 +390,14 @@ def markdown(doc: dict) -> str:
                 for k in table:
                     name = k["kernel"] if len(k["kernel"]) <= 90 else k["kernel"][:87] + "..."
                     out.append(f"| `{name}` | {k['device_us']:.1f} | {k['calls']} | {100 * k['share']:.1f}% |")
+                key, what = ("forward_sublayers", "sub-layer") if direction == "forward" else \
+                    ("backward_nodes", "autograd node")
+                ranges = prof.get(side, {}).get(key)
+                if ranges:
+                    out += ["", f"**{model}, {side}, {direction}**: device time by {what}", "",
+                            f"| {what} | device µs | calls | share |", "|---|---:|---:|---:|"]
+                    out += [f"| `{r['range']}` | {r['us']:.1f} | {r['calls']} | {100 * r['share']:.1f}% |"
+                            for r in ranges]
     return "\n".join(out) + "\n"
 
 

@@ -3,6 +3,7 @@ block and language model built only from them (``TransformerBlock``, ``Transform
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 
@@ -88,6 +89,41 @@ class Linear(torch.nn.Linear):
 
 # ---- the decoder block and language model --------------------------------------------------------
 
+_SUBLAYER_RANGES = False
+
+
+@contextlib.contextmanager
+def sublayer_ranges(enabled: bool = True):
+    """Within this context, ``TransformerBlock.forward`` marks each sub-layer (``attn_norm``,
+    ``qkv``, ``rope_attention``, ``attn_out``, ``ffn_norm``, ``gate_up``, ``swiglu``, ``down``)
+    with a range named ``hk.block.<sub-layer>``: an NVTX range (nsys, ncu ``--nvtx``) and a
+    ``torch.profiler`` range, whose device time is the time of the kernels launched inside it.
+    Off by default: a range costs host time per call, and the eager small models are bound by it."""
+    global _SUBLAYER_RANGES
+    before, _SUBLAYER_RANGES = _SUBLAYER_RANGES, enabled
+    try:
+        yield
+    finally:
+        _SUBLAYER_RANGES = before
+
+
+@contextlib.contextmanager
+def _marked(name: str):
+    torch.cuda.nvtx.range_push(name)
+    try:
+        with torch.autograd.profiler.record_function(name):
+            yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+_UNMARKED = contextlib.nullcontext()
+
+
+def _sublayer(name: str):
+    return _marked("hk.block." + name) if _SUBLAYER_RANGES else _UNMARKED
+
+
 def _block_dims(dim: int, n_heads: int, n_kv_heads: int | None, ffn_dim: int | None,
                 head_dim: int | None) -> tuple[int, int, int, int]:
     """(n_heads, n_kv_heads, head_dim, ffn_dim) with the defaults filled in and checked."""
@@ -151,15 +187,24 @@ class TransformerBlock(torch.nn.Module):
         if cos is None or sin is None:
             cos, sin = self.rope_tables(s, x.device)
         hq, hkv, dh = self.n_heads, self.n_kv_heads, self.head_dim
-        qkv = self.qkv(self.attn_norm(x)).view(b, s, hq + 2 * hkv, dh)
+        with _sublayer("attn_norm"):
+            n = self.attn_norm(x)
+        with _sublayer("qkv"):
+            qkv = self.qkv(n).view(b, s, hq + 2 * hkv, dh)
         # q, k, v are head slices of one [B, S, Hq + 2 Hkv, Dh] tensor: rope and attention read
         # them through their strides (no copies), and the backward writes one d(qkv).
-        o = block_ops.rope_attention(qkv, cos, sin, hq, hkv).reshape(b, s, hq * dh)
-        if not self.fuse_residual:
-            h = x + self.attn_out(o)
-            return h + self.down(block_ops.swiglu(self.gate_up(self.ffn_norm(h))))
-        h = block_ops.linear_residual(o, self.attn_out.weight, x)
-        return block_ops.linear_residual(block_ops.swiglu(self.gate_up(self.ffn_norm(h))), self.down.weight, h)
+        with _sublayer("rope_attention"):
+            o = block_ops.rope_attention(qkv, cos, sin, hq, hkv).reshape(b, s, hq * dh)
+        with _sublayer("attn_out"):
+            h = block_ops.linear_residual(o, self.attn_out.weight, x) if self.fuse_residual else x + self.attn_out(o)
+        with _sublayer("ffn_norm"):
+            n = self.ffn_norm(h)
+        with _sublayer("gate_up"):
+            g = self.gate_up(n)
+        with _sublayer("swiglu"):
+            a = block_ops.swiglu(g)
+        with _sublayer("down"):
+            return block_ops.linear_residual(a, self.down.weight, h) if self.fuse_residual else h + self.down(a)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "

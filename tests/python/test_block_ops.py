@@ -422,7 +422,19 @@ def test_block_bench_helpers_on_cpu(torch_mod):
         assert fwd().shape[:2] == (2, 32)
         fwd_bwd()
         assert all(p.grad is not None for p in ours.parameters())
-        assert set(bb._profile(ours, which, inp, 1, 5)) == {"forward", "backward"}
+        prof = bb._profile(ours, which, inp, 1, 5)
+        assert set(prof) == {"forward", "backward", "forward_sublayers", "backward_nodes"}
+        if which in ("block", "lm"):
+            # every sub-layer of every block is a range, each with time in it
+            sub = {r["range"]: r for r in prof["forward_sublayers"]}
+            assert set(sub) == {"attn_norm", "qkv", "rope_attention", "attn_out", "ffn_norm", "gate_up", "swiglu",
+                                "down"}, sub
+            assert all(r["calls"] == (2 if which == "lm" else 1) and r["us"] > 0 for r in sub.values()), sub
+            assert abs(sum(r["share"] for r in sub.values()) - 1) < 1e-6
+            nodes = {r["range"] for r in prof["backward_nodes"]}
+            assert {"hopperkit::rope_attention", "hopperkit::swiglu", "hopperkit::rms_norm"} <= nodes, nodes
+        # the ranges are off outside the profile
+        assert not hk.nn._SUBLAYER_RANGES
     # the lecture's starting point: the same block with materialised scores agrees with both
     ours, theirs = bb._models(cfg, "block")
     naive = bb._models(cfg, "block_naive")[1]
