@@ -175,8 +175,7 @@ def _rope_attention_backward_eager(qkv: Any, q: Any, k: Any, o: Any, lse: Any, d
     dqkv = torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device)
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     meta = _core._metadata_view
-    with torch.cuda.device(qkv.device):
-        stream = torch.cuda.current_stream(qkv.device).cuda_stream
+    with _core.current_stream(qkv.device) as stream:
         _C.attention_backward_into([meta(t) for t in (q, k, v, o, dout, lse)],
                                    [dq, dk, dqkv[:, :, hq + hkv:]], True, scale, False, stream)
         _C.rope_backward_into([dq, meta(cos), meta(sin)], dqkv[:, :, :hq], stream)

@@ -288,15 +288,27 @@ std::string explain(const std::string& family, const std::vector<InArray>& in, c
 
 // Runs `variant` ("" = the public op's dispatch) on `stream` (a cudaStream_t as an integer, 0 =
 // legacy default). Asynchronous, like the C++ ops. Returns the variant that ran.
+// The operands of a launch on the GPU: every array on one CUDA device (named in the error when
+// not), viewed with the family's operand names.
+struct DeviceOperands {
+  int device = -1;
+  hk::Operands ops;
+};
+
+DeviceOperands device_operands(const std::string& family, const std::vector<InArray>& in,
+                               const std::vector<OutArray>& out) {
+  DeviceOperands d;
+  for (size_t i = 0; i < in.size(); ++i) check_device(family, "input", i, in[i], true, d.device);
+  for (size_t i = 0; i < out.size(); ++i) check_device(family, "output", i, out[i], true, d.device);
+  if (d.device < 0) HK_THROW(kValue, family, ": no operands");
+  d.ops.in = to_views(family, in);
+  for (size_t i = 0; i < out.size(); ++i) d.ops.out.push_back(to_view(out[i], operand_name(family, "output", i)));
+  return d;
+}
+
 std::string launch(const std::string& family, const std::string& variant, const std::vector<InArray>& in,
                    const std::vector<OutArray>& out, const AttrMap& attrs, uintptr_t stream) {
-  int device = -1;
-  for (size_t i = 0; i < in.size(); ++i) check_device(family, "input", i, in[i], true, device);
-  for (size_t i = 0; i < out.size(); ++i) check_device(family, "output", i, out[i], true, device);
-  if (device < 0) HK_THROW(kValue, family, ": no operands");
-  hk::Operands ops;
-  ops.in = to_views(family, in);
-  for (size_t i = 0; i < out.size(); ++i) ops.out.push_back(to_view(out[i], operand_name(family, "output", i)));
+  auto [device, ops] = device_operands(family, in, out);
   hk::ProblemPtr p = make_problem(family, ops.in, attrs);
   check_outputs(*p, ops.out);
   DeviceGuard guard(device);
@@ -321,12 +333,9 @@ void attention_backward_into(const std::vector<InArray>& in, const std::vector<O
   if (in.size() != 6 || out.size() != 3)
     HK_THROW(kValue, "attention_backward_into: takes q, k, v, o, dout, lse and writes dq, dk, dv; got ", in.size(),
              " inputs and ", out.size(), " outputs");
-  int device = -1;
-  for (size_t i = 0; i < in.size(); ++i) check_device("attention", "input", i, in[i], true, device);
-  for (size_t i = 0; i < out.size(); ++i) check_device("attention", "output", i, out[i], true, device);
-  std::vector<hk::TensorView> v = to_views("attention", in);
-  std::vector<hk::TensorView> o;
-  for (size_t i = 0; i < out.size(); ++i) o.push_back(to_view(out[i], operand_name("attention", "output", i)));
+  auto [device, ops] = device_operands("attention", in, out);
+  const std::vector<hk::TensorView>& v = ops.in;
+  const std::vector<hk::TensorView>& o = ops.out;
   hk::AttentionOptions opt;
   opt.causal = causal;
   opt.scale = scale;
@@ -340,14 +349,10 @@ void attention_backward_into(const std::vector<InArray>& in, const std::vector<O
 // dx = rope_backward(dy) written through dx's strides (a slice of d(qkv)).
 void rope_backward_into(const std::vector<InArray>& in, const OutArray& out, uintptr_t stream) {
   if (in.size() != 3) HK_THROW(kValue, "rope_backward_into: takes dy, cos, sin; got ", in.size(), " inputs");
-  int device = -1;
-  for (size_t i = 0; i < in.size(); ++i) check_device("rope", "input", i, in[i], true, device);
-  check_device("rope", "output", 0, out, true, device);
-  std::vector<hk::TensorView> v = to_views("rope", in);
-  const hk::TensorView dx = to_view(out, operand_name("rope", "output", 0));
+  auto [device, ops] = device_operands("rope", in, {out});
   DeviceGuard guard(device);
   nb::gil_scoped_release release;
-  hk::rope_backward(v[0], v[1], v[2], dx, reinterpret_cast<cudaStream_t>(stream));
+  hk::rope_backward(ops.in[0], ops.in[1], ops.in[2], ops.out[0], reinterpret_cast<cudaStream_t>(stream));
 }
 
 // The family's fp64 reference on host arrays: one float64 NumPy array per output, unrounded.
