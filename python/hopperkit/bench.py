@@ -269,54 +269,68 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
     flush = _flush_buffer()
     spin = _spin_cycles()
     rows = []
+    stopped = False
     for idx, case in enumerate(cases):
-        if progress:
-            print(f"\r[{idx + 1}/{len(cases)}] {case.op} {case.problem}\033[K", end="", file=sys.stderr, flush=True)
-        status = _check(case)
-        fns = [case.ours, case.eager]
-        names = ["hopperkit", "torch"]
-        for peer, fn in case.extra.items():  # further peers (attention: SDPA's cuDNN backend)
-            try:
-                fn()
-                fns.append(fn)
-                names.append(f"torch.{peer}")
-            except Exception as e:  # noqa: BLE001 - a backend that cannot run the shape is reported
-                rows.append({"op": case.op, "variant": f"torch.{peer}", "problem": case.problem,
-                             "status": f"SKIP: {type(e).__name__}: {e}", "baseline": False})
-        if compile and case.compiled is not None:
-            try:
-                case.compiled()  # compile outside the timed region
-                fns.append(case.compiled)
-                names.append("torch.compile")
-            except Exception as e:  # noqa: BLE001 - a peer that cannot compile is reported, not fatal
-                rows.append({"op": case.op, "variant": "torch.compile", "problem": case.problem,
-                             "status": f"SKIP: {type(e).__name__}: {e}", "baseline": False})
-        for fn in fns:  # warm-up
-            fn()
-        times, host = (time_interleaved(fns, samples, flush, spin) if status == "ok" else (None, None))
-        medians = [_median(t) for t in times] if times else []
-        eager_us = medians[1] if medians else 0.0
-        best_peer = min(medians[1:]) if medians else 0.0
-        for i, name in enumerate(names):
-            row = {"op": case.op, "variant": name, "problem": case.problem, "status": status,
-                   "baseline": name == "torch", "flops": case.flops, "bytes": case.bytes}
-            if medians:
-                us = medians[i]
-                row.update({"median_us": us, "min_us": min(times[i]), "host_us": _median(host[i]),
-                            "samples": samples,
-                            "tflops": case.flops / (us * 1e-6) / 1e12 if us > 0 else 0.0,
-                            "tbps": case.bytes / (us * 1e-6) / 1e12 if us > 0 else 0.0,
-                            "speedup_vs_baseline": eager_us / us if us > 0 else 0.0})
-                if name == "hopperkit":
-                    row["vs_best_peer"] = best_peer / us if us > 0 else 0.0
-            rows.append(row)
+        try:
+            _run_case(case, idx, len(cases), samples, compile, flush, spin, rows, progress)
+        except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: the rows so far are kept
+            stopped = True
+            break
     if progress:
         print("\r\033[K", end="", file=sys.stderr)
     return {"kind": "hk-torch-bench", "hopperkit_git_sha": _C.git_sha, "torch": torch.__version__,
             "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": command or ("python -m hopperkit.bench" + (" --quick" if quick else "")),
-            "options": {"quick": quick, "samples": samples, "warm_l2": False, "spin_us": 300}, "rows": rows}
+            "options": {"quick": quick, "samples": samples, "warm_l2": False, "spin_us": 300}, "stopped": stopped,
+            "rows": rows}
+
+
+def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: Any, spin: Any, rows: list,
+              progress: bool) -> None:
+    """Checks one case, times its candidates interleaved and appends their rows (all or none)."""
+    new_rows: list[dict] = []
+    if progress:
+        print(f"\r[{idx + 1}/{n}] {case.op} {case.problem}\033[K", end="", file=sys.stderr, flush=True)
+    status = _check(case)
+    fns = [case.ours, case.eager]
+    names = ["hopperkit", "torch"]
+    for peer, fn in case.extra.items():  # further peers (attention: SDPA's cuDNN backend)
+        try:
+            fn()
+            fns.append(fn)
+            names.append(f"torch.{peer}")
+        except Exception as e:  # noqa: BLE001 - a backend that cannot run the shape is reported
+            new_rows.append({"op": case.op, "variant": f"torch.{peer}", "problem": case.problem,
+                             "status": f"SKIP: {type(e).__name__}: {e}", "baseline": False})
+    if compile and case.compiled is not None:
+        try:
+            case.compiled()  # compile outside the timed region
+            fns.append(case.compiled)
+            names.append("torch.compile")
+        except Exception as e:  # noqa: BLE001 - a peer that cannot compile is reported, not fatal
+            new_rows.append({"op": case.op, "variant": "torch.compile", "problem": case.problem,
+                             "status": f"SKIP: {type(e).__name__}: {e}", "baseline": False})
+    for fn in fns:  # warm-up
+        fn()
+    times, host = (time_interleaved(fns, samples, flush, spin) if status == "ok" else (None, None))
+    medians = [_median(t) for t in times] if times else []
+    eager_us = medians[1] if medians else 0.0
+    best_peer = min(medians[1:]) if medians else 0.0
+    for i, name in enumerate(names):
+        row = {"op": case.op, "variant": name, "problem": case.problem, "status": status,
+               "baseline": name == "torch", "flops": case.flops, "bytes": case.bytes}
+        if medians:
+            us = medians[i]
+            row.update({"median_us": us, "min_us": min(times[i]), "host_us": _median(host[i]),
+                        "samples": samples,
+                        "tflops": case.flops / (us * 1e-6) / 1e12 if us > 0 else 0.0,
+                        "tbps": case.bytes / (us * 1e-6) / 1e12 if us > 0 else 0.0,
+                        "speedup_vs_baseline": eager_us / us if us > 0 else 0.0})
+            if name == "hopperkit":
+                row["vs_best_peer"] = best_peer / us if us > 0 else 0.0
+        new_rows.append(row)
+    rows.extend(new_rows)
 
 
 def markdown(doc: dict) -> str:
@@ -372,7 +386,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
     failed = [r for r in doc["rows"] if str(r.get("status", "")).startswith("FAIL")]
-    return 1 if failed else 0
+    if doc["stopped"]:
+        print("hopperkit.bench: stopped early; the rows above are the cases that finished", file=sys.stderr)
+    return 1 if failed or doc["stopped"] else 0
 
 
 class _CallableModule(types.ModuleType):

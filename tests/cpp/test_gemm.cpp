@@ -139,6 +139,31 @@ TEST(GemmDispatch, TmaHostileShapesArePackedNotSentDownTheLadder) {
   EXPECT_THROW(reg.choose(huge), hk::Error);
 }
 
+// `hk bench gemm --shape MxNxK[xBATCH][:layout]`: the layout defaults to nt (x W^T); the fused
+// epilogue rows come with the default nt 4096^3 only.
+TEST(GemmBench, ShapesAndLayouts) {
+  const hk::Family* f = hk::Registry::get().family("gemm");
+  ASSERT_NE(f, nullptr);
+  hk::BenchSelect sel;
+  sel.shapes = {"4096x4096x4096:tn", "17x9x33", "64x32x16x3:tt", "8x8x8:nn"};
+  sel.dtypes = {DType::kF16};
+  std::vector<std::string> keys;
+  for (auto& p : f->bench_problems(sel)) keys.push_back(p->key());
+  ASSERT_EQ(keys.size(), 4u);
+  EXPECT_EQ(keys[0], "m4096_n4096_k4096_tn_f16_f16");
+  EXPECT_EQ(keys[1], "m17_n9_k33_nt_f16_f16");
+  EXPECT_NE(keys[2].find("_tt_f16_f16"), std::string::npos) << keys[2];
+  EXPECT_NE(keys[2].find("m64_n32_k16"), std::string::npos) << keys[2];
+  EXPECT_EQ(keys[3], "m8_n8_k8_nn_f16_f16");
+  sel.shapes = {"4096x4096x4096"};
+  sel.dtypes = {DType::kBF16};
+  EXPECT_EQ(f->bench_problems(sel).size(), 3u);  // plain, bias + GeLU, ReLU
+  sel.shapes = {"64x64x64:nc"};
+  expect_error(ErrorKind::kValue, "layout must be", [&] { f->bench_problems(sel); });
+  sel.shapes = {"64x64:nt"};
+  expect_error(ErrorKind::kValue, "shape must be", [&] { f->bench_problems(sel); });
+}
+
 // Every test and bench problem is served by a production rung, and the choice is explainable.
 TEST(GemmDispatch, EveryProblemTakesAProductionRung) {
   auto& reg = hk::Registry::get();

@@ -452,14 +452,21 @@ class GemmFamily final : public Family {
   }
 
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
-    // "MxNxK" or "MxNxKxBATCH"; the layout is "nt" (A row-major, B column-major: x W^T with a
-    // [N, K] weight, the Linear-layer layout).
+    // "MxNxK" or "MxNxKxBATCH", optionally ":LAYOUT" (nn, nt, tn, tt; 't' = column-major).
+    // The default layout is "nt" (A row-major, B column-major: x W^T with a [N, K] weight, the
+    // Linear-layer layout).
     std::vector<std::vector<int64_t>> shapes;
-    for (auto& s : sel.shapes) {
-      auto v = parse_shape(s);
+    std::vector<std::string> layouts;
+    for (const std::string& s : sel.shapes) {
+      const size_t colon = s.find(':');
+      const std::string layout = colon == std::string::npos ? "nt" : s.substr(colon + 1);
+      if (layout != "nn" && layout != "nt" && layout != "tn" && layout != "tt")
+        HK_THROW(kValue, "gemm bench: layout must be nn, nt, tn or tt, got ", s);
+      auto v = parse_shape(s.substr(0, colon));
       if (v.size() != 3 && v.size() != 4)
-        HK_THROW(kValue, "gemm bench: shape must be MxNxK or MxNxKxBATCH, got ", s);
+        HK_THROW(kValue, "gemm bench: shape must be MxNxK or MxNxKxBATCH (then :LAYOUT), got ", s);
       shapes.push_back(v);
+      layouts.push_back(layout);
     }
     if (shapes.empty()) {
       if (sel.quick) shapes = {{4096, 4096, 4096}};
@@ -469,13 +476,16 @@ class GemmFamily final : public Family {
     }
     std::vector<DType> dtypes = sel.dtypes;
     if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF16};
+    layouts.resize(shapes.size(), "nt");
     std::vector<ProblemPtr> out;
-    for (auto& s : shapes)
+    for (size_t i = 0; i < shapes.size(); ++i)
       for (DType dt : dtypes) {
+        const std::vector<int64_t>& s = shapes[i];
         if (dt != DType::kBF16 && dt != DType::kF16)
           HK_THROW(kType, "gemm bench: dtype ", to_string(dt), " is not bf16 or f16");
-        out.push_back(std::make_shared<GemmProblem>(s[0], s[1], s[2], s.size() == 4 ? s[3] : 1, dt, dt, false, true));
-        if (sel.quick || s[0] != 4096 || s[1] != 4096 || s[2] != 4096) continue;
+        out.push_back(std::make_shared<GemmProblem>(s[0], s[1], s[2], s.size() == 4 ? s[3] : 1, dt, dt,
+                                                    layouts[i][0] == 't', layouts[i][1] == 't'));
+        if (sel.quick || layouts[i] != "nt" || s[0] != 4096 || s[1] != 4096 || s[2] != 4096) continue;
         // The fused-epilogue cost at 4096^3: bias + GeLU and ReLU against the plain row above.
         auto gelu = std::make_shared<GemmProblem>(4096, 4096, 4096, 1, dt, dt, false, true);
         gelu->has_bias = true, gelu->act = GemmActivation::kGelu;
