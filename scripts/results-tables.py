@@ -188,12 +188,31 @@ def block_bench_block(docs, top=8):
                        f"{r.get('host_us', float('nan')):.0f} | {r['tokens_per_s']:.3g} | {r['speedup_vs_torch']:.2f}x "
                        f"| {peak} |")
         out.append("")
+        step_us = {(r["model"], r["pass"], r["candidate"]): r["median_us"] for r in d["rows"] if "median_us" in r}
         for model, prof in d.get("profile", {}).items():
             for cand, dirs in prof.items():
                 if cand == "check" or not isinstance(dirs, dict):
                     continue
+                per_step = dirs.get("kernel_us_per_step")
+                if per_step and (model, "fwd_bwd", cand) in step_us:
+                    total = per_step.get("forward", 0.0) + per_step.get("backward", 0.0)
+                    measured = step_us[(model, "fwd_bwd", cand)]
+                    out.append(f"**{model}, {cand}**: the kernel tables sum to {per_step.get('forward', 0):.0f} µs "
+                               f"(forward) + {per_step.get('backward', 0):.0f} µs (backward) = {total:.0f} µs per "
+                               f"step under the profiler, against {measured:.0f} µs measured for the step "
+                               f"({100 * (total / measured - 1):+.1f}%).\n")
                 for direction, rows in dirs.items():
                     if not isinstance(rows, list) or not rows:
+                        continue
+                    if "range" in rows[0]:  # device time by sub-layer (forward) or autograd node (backward)
+                        what = "sub-layer (`hk.nn.sublayer_ranges`)" if direction.startswith("forward") else \
+                            "autograd node"
+                        out.append(f"**{model}, {cand}, {direction.split('_')[0]}**: device time by {what}\n")
+                        out.append("| range | device µs | calls | share |")
+                        out.append("|---|---:|---:|---:|")
+                        for r in rows:
+                            out.append(f"| `{r['range']}` | {r['us']:.1f} | {r['calls']} | {100 * r['share']:.1f}% |")
+                        out.append("")
                         continue
                     out.append(f"**{model}, {cand}, {direction}**: the top {min(top, len(rows))} kernels by device "
                                f"time over the profiled steps (`torch.profiler`; `--profile-iters`, default 2)\n")

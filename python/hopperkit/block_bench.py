@@ -218,6 +218,13 @@ def _kernel_table(prof: Any, top: int) -> list[dict]:
     return [{"kernel": k, "device_us": v[0], "calls": v[1], "share": v[0] / all_us} for k, v in rows]
 
 
+def _kernel_us(prof: Any) -> float:
+    """The device time of every kernel in a profile (the sum of the whole kernel table)."""
+    return sum(e.time_range.elapsed_us() for e in prof.events()
+               if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
+               and not e.name.startswith(_RANGE_PREFIX))
+
+
 def _range_table(prof: Any, prefix: str) -> list[dict]:
     """The host ranges whose names start with ``prefix`` (the block's sub-layers in the forward,
     autograd's nodes in the backward), summed by name: the device time of the kernels launched
@@ -259,6 +266,8 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
             _sync()
         out["forward"] = _kernel_table(prof, top)
         out["forward_sublayers"] = _range_table(prof, _RANGE_PREFIX)
+        # per step: the sum of the kernel table, to set beside the measured step time
+        out["kernel_us_per_step"] = {"forward": _kernel_us(prof) / iters}
         losses = []
         for _ in range(iters):
             if list(model.parameters()):
@@ -275,6 +284,7 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
         _sync()
     out["backward"] = _kernel_table(prof, top)
     out["backward_nodes"] = _range_table(prof, _NODE_PREFIX)
+    out["kernel_us_per_step"]["backward"] = _kernel_us(prof) / iters
     return out
 
 

@@ -423,7 +423,8 @@ def test_block_bench_helpers_on_cpu(torch_mod):
         fwd_bwd()
         assert all(p.grad is not None for p in ours.parameters())
         prof = bb._profile(ours, which, inp, 1, 5)
-        assert set(prof) == {"forward", "backward", "forward_sublayers", "backward_nodes"}
+        assert set(prof) == {"forward", "backward", "forward_sublayers", "backward_nodes", "kernel_us_per_step"}
+        assert set(prof["kernel_us_per_step"]) == {"forward", "backward"}
         if which in ("block", "lm"):
             # every sub-layer of every block is a range, each with time in it
             sub = {r["range"]: r for r in prof["forward_sublayers"]}
