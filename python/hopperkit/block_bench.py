@@ -225,11 +225,10 @@ def _kernel_us(prof: Any) -> float:
                and not e.name.startswith(_RANGE_PREFIX))
 
 
-def _range_table(prof: Any, prefix: str) -> list[dict]:
+def _range_table(prof: Any, prefix: str, cuda: bool) -> list[dict]:
     """The host ranges whose names start with ``prefix`` (the block's sub-layers in the forward,
     autograd's nodes in the backward), summed by name: the device time of the kernels launched
-    inside each (its host time on a machine without CUDA), longest first."""
-    cuda = torch.cuda.is_available()
+    inside each, or with ``cuda`` False (a model on the CPU) its host time; longest first."""
     totals: dict[str, list[float]] = {}
     for e in prof.events():
         if getattr(e, "device_type", None) != torch.autograd.DeviceType.CPU or not e.name.startswith(prefix):
@@ -256,6 +255,7 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
 
     fwd, _ = _steps(model, which, inp)
     out = {}
+    cuda = any(t.is_cuda for t in inp.values() if isinstance(t, torch.Tensor))
     # Host ranges attribute the kernels to sub-layers; a CPU-only run (the tests) records host
     # ops alone, and its kernel tables are empty.
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
@@ -265,7 +265,7 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
                 fwd()
             _sync()
         out["forward"] = _kernel_table(prof, top)
-        out["forward_sublayers"] = _range_table(prof, _RANGE_PREFIX)
+        out["forward_sublayers"] = _range_table(prof, _RANGE_PREFIX, cuda)
         # per step: the sum of the kernel table, to set beside the measured step time
         out["kernel_us_per_step"] = {"forward": _kernel_us(prof) / iters}
         losses = []
@@ -283,7 +283,7 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
             y.backward(dy)
         _sync()
     out["backward"] = _kernel_table(prof, top)
-    out["backward_nodes"] = _range_table(prof, _NODE_PREFIX)
+    out["backward_nodes"] = _range_table(prof, _NODE_PREFIX, cuda)
     out["kernel_us_per_step"]["backward"] = _kernel_us(prof) / iters
     return out
 
