@@ -2,10 +2,10 @@
 //
 // NaN semantics: sums propagate NaN by IEEE arithmetic; max_nan() propagates NaN explicitly
 // (fmaxf(NaN, x) returns x, which would silently drop a NaN that the reference keeps).
-// Device code here targets sm_90a only (PTX max.NaN needs sm_80).
+// Device code here targets sm_90a only (PTX max.NaN needs sm_80). The cluster-wide reduction is
+// in common/cluster_reduce.cuh: cooperative_groups.h brings in much of libcu++ (atomics, chrono,
+// iostreams), a few seconds of compile time in every file that would include it.
 #pragma once
-
-#include <cooperative_groups.h>
 
 namespace hk {
 
@@ -55,22 +55,6 @@ __device__ __forceinline__ float block_reduce(float v, Op op) {
 #pragma unroll
   for (int w = 1; w < kWarps; ++w) r = op(r, partial[w]);
   __syncthreads();  // `partial` may be rewritten by the caller's next reduction
-  return r;
-}
-
-// Cluster-wide reduction through distributed shared memory: each block publishes its partial
-// in its own shared memory, the cluster synchronizes, every block reads all partials.
-// Call from every thread of every block in the cluster with the block's reduced value.
-template <class Op>
-__device__ __forceinline__ float cluster_reduce(float block_value, Op op) {
-  namespace cg = cooperative_groups;
-  __shared__ float partial;
-  cg::cluster_group cluster = cg::this_cluster();
-  if (threadIdx.x == 0) partial = block_value;
-  cluster.sync();
-  float r = Op::kIdentity;
-  for (unsigned b = 0; b < cluster.num_blocks(); ++b) r = op(r, *cluster.map_shared_rank(&partial, b));
-  cluster.sync();  // no block may exit (freeing its smem) while peers still read it
   return r;
 }
 

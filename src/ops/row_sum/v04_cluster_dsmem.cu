@@ -14,8 +14,8 @@
 // Run:   hk bench row_sum --variant v04_cluster_dsmem --shape 4x67108864
 #include <cooperative_groups.h>
 
+#include "common/cluster_reduce.cuh"
 #include "common/launch.cuh"
-#include "common/reduce.cuh"
 #include "common/rows.cuh"
 #include "row_sum/row_sum_op.hpp"
 

@@ -19,8 +19,8 @@
 // Run:   hk bench softmax --variant v04_split_row_cluster --shape 4x67108864
 #include <cooperative_groups.h>
 
+#include "common/cluster_reduce.cuh"
 #include "common/launch.cuh"
-#include "common/reduce.cuh"
 #include "common/rows.cuh"
 #include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
