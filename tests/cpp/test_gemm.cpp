@@ -187,6 +187,29 @@ TEST(GemmDispatch, EveryProblemTakesAProductionRung) {
     EXPECT_FALSE(reg.variant("gemm", name)->is(hk::kFlagProduction)) << name;
 }
 
+// The wgmma teaching rungs compile what their ladder rows measure, bf16 "nt", and name what they
+// decline; the production rungs (v15's kernels under v18) take f16 and every layout.
+TEST(GemmTeachingRungs, CompiledForTheirLadderRowsOnly) {
+  auto& reg = hk::Registry::get();
+  hk::GemmProblem bf16(256, 256, 256, 1, DType::kBF16, DType::kBF16, false, true);
+  hk::GemmProblem f16(256, 256, 256, 1, DType::kF16, DType::kF16, false, true);
+  hk::GemmProblem tn(256, 256, 256, 1, DType::kBF16, DType::kBF16, true, false);
+  for (const char* name : {"v07_wgmma", "v08_wgmma_tma_pipeline", "v09_warp_specialized", "v10_cluster_multicast",
+                           "v11_persistent", "v12_tma_store_epilogue", "v13_wgmma_in_flight", "v14_lean_sync_epilogue",
+                           "v16_pingpong_consumers"}) {
+    const hk::Variant* v = reg.variant("gemm", name);
+    ASSERT_NE(v, nullptr) << name;
+    EXPECT_EQ(v->supports(bf16), "") << name;
+    EXPECT_NE(v->supports(f16).find("bf16 inputs only (a teaching rung); got f16"), std::string::npos)
+        << name << ": " << v->supports(f16);
+    EXPECT_NE(v->supports(tn).find("nt layout only"), std::string::npos) << name << ": " << v->supports(tn);
+  }
+  for (const char* name : {"v15_fused_fast_epilogue", "v18_stream_k_tail"}) {
+    EXPECT_EQ(reg.variant("gemm", name)->supports(f16), "") << name;
+    EXPECT_EQ(reg.variant("gemm", name)->supports(tn), "") << name;
+  }
+}
+
 // v17_skinny_m_splitk, the decode-shape default: what it declines and why, and that pick()
 // sends decode shapes to it and everything else on to v18.
 TEST(GemmSkinny, SupportsNamesTheReason) {

@@ -736,13 +736,16 @@ void dispatch_epilogue_kinds(const GemmArgs& g, Fn&& fn) {
 }
 
 // Why policy P's kernels cannot run problem p, or "" when they can: first what the rung does
-// not instantiate (a teaching rung compiles what its ladder benchmark runs: the "nt" layout,
-// and with EpilogueKinds::kBench three epilogues), then TMA's rules (gemm_tma_supports).
+// not instantiate (a teaching rung compiles what its ladder benchmark runs: bf16 in the "nt"
+// layout, and with EpilogueKinds::kBench three epilogues), then TMA's rules (gemm_tma_supports).
 template <class P>
 std::string hopper_supports(const GemmProblem& p) {
   if constexpr (!P::kEveryLayout) {
     if (p.a_col || !p.b_col)
       return "gemm: " + rung_tag<P>() + " is instantiated for the nt layout only (a teaching rung); got " + p.layout();
+    if (p.in_dtype != DType::kBF16)
+      return "gemm: " + rung_tag<P>() + " is instantiated for bf16 inputs only (a teaching rung); got " +
+             std::string(to_string(p.in_dtype));
   }
   if constexpr (P::kEpilogues == EpilogueKinds::kBench) {
     const std::string why = bench_epilogue_mismatch(p.beta != 0.0f, p.in_dtype, p.out_dtype, p.act, p.has_bias);
@@ -790,10 +793,12 @@ void hopper_launch(const GemmArgs& g, cudaStream_t stream) {
       dispatch_layout(g.a_col, g.b_col, [&](auto ac, auto bc) {
         hopper_launch_group<P, T, decltype(ac)::value, decltype(bc)::value>(g, stream);
       });
-    } else {
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
       if (g.a_col || !g.b_col)
         HK_THROW(kNotSupported, "gemm/", P::kName, ": instantiated for the nt layout only (a teaching rung)");
       hopper_launch_group<P, T, false, true>(g, stream);
+    } else {
+      HK_THROW(kNotSupported, "gemm/", P::kName, ": instantiated for bf16 inputs only (a teaching rung)");
     }
   });
 }

@@ -60,11 +60,10 @@ void hopper_launch_part(const GemmArgs& g, cudaStream_t stream) {
 
 }  // namespace hk::gemm_impl
 
-// Compiles policy P's "nt" kernels (bf16 and f16 inputs) in this file: what a teaching rung runs
+// Compiles policy P's "nt" kernels (bf16 inputs) in this file: what a teaching rung runs
 // (its few epilogue kinds are all in part 0).
 #define HK_GEMM_INSTANTIATE_NT(P)                                                                                 \
   static_assert((P::kEpilogues) != ::hk::gemm_impl::EpilogueKinds::kFused,                                      \
                 "a rung with every epilogue kind compiles its parts in generated files");                      \
   template void ::hk::gemm_impl::hopper_launch_part<P, __nv_bfloat16, false, true, 0>(const ::hk::GemmArgs&,   \
-                                                                                        cudaStream_t);           \
-  template void ::hk::gemm_impl::hopper_launch_part<P, __half, false, true, 0>(const ::hk::GemmArgs&, cudaStream_t)
+                                                                                        cudaStream_t)

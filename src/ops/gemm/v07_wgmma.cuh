@@ -12,8 +12,8 @@
 // Otherwise supports() names the rule ("gemm: K*2 bytes must be a multiple of 16 for TMA,
 // got K=1001") and hk::gemm falls back to a lower rung.
 // Kernel: hopper_gemm.cuh with the policy below.
-// Compiled for: bf16 and f16 inputs, the "nt" layout (A row-major, B column-major) — a teaching
-// rung compiles what its ladder benchmark runs; supports() declines the other layouts.
+// Compiled for: bf16 inputs, the "nt" layout (A row-major, B column-major) — a teaching
+// rung compiles what its ladder benchmark runs; supports() declines the rest.
 #pragma once
 
 #include "gemm/hopper_gemm.cuh"
@@ -39,9 +39,8 @@ struct V07 {
   static constexpr bool kPlainEpilogue = false;  // one generic epilogue
   static constexpr bool kStreamK = false;        // whole tiles per cluster
   static constexpr bool kPingpong = false;       // both consumer warpgroups share each tile
-  // What is compiled: a teaching rung compiles what its ladder benchmark runs (bf16 and f16,
-  // the "nt" layout), with the epilogue read from GemmArgs in the kernel; supports() declines
-  // the other layouts.
+  // What is compiled: a teaching rung compiles what its ladder benchmark runs (bf16, the "nt"
+  // layout), with the epilogue read from GemmArgs in the kernel; supports() declines the rest.
   static constexpr bool kEveryLayout = false;
   static constexpr EpilogueKinds kEpilogues = EpilogueKinds::kRuntime;
 };

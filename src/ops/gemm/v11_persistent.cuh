@@ -10,8 +10,8 @@
 // Otherwise supports() names the rule ("gemm: K*2 bytes must be a multiple of 16 for TMA,
 // got K=1001") and hk::gemm falls back to a lower rung.
 // Kernel: hopper_gemm.cuh with the policy below.
-// Compiled for: bf16 and f16 inputs, the "nt" layout (A row-major, B column-major) — a teaching
-// rung compiles what its ladder benchmark runs; supports() declines the other layouts.
+// Compiled for: bf16 inputs, the "nt" layout (A row-major, B column-major) — a teaching
+// rung compiles what its ladder benchmark runs; supports() declines the rest.
 #pragma once
 
 #include "gemm/v10_cluster_multicast.cuh"

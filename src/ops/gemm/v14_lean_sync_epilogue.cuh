@@ -17,8 +17,8 @@
 // Adds over v13: CTA-scope slot release; a specialised epilogue for the plain GEMM.
 // Needs: as v12 (sm_90a; TMA's 16-byte rules for A, B and C).
 // Kernel: hopper_gemm.cuh with the policy below.
-// Compiled for: bf16 and f16 inputs, the "nt" layout (A row-major, B column-major) — a teaching
-// rung compiles what its ladder benchmark runs; supports() declines the other layouts.
+// Compiled for: bf16 inputs, the "nt" layout (A row-major, B column-major) — a teaching
+// rung compiles what its ladder benchmark runs; supports() declines the rest.
 #pragma once
 
 #include "gemm/v13_wgmma_in_flight.cuh"

@@ -16,7 +16,7 @@
 // Adds over v15: ping-pong consumer warpgroups (epilogue overlapped with the other's MMAs).
 // Needs: as v12 (sm_90a; TMA's 16-byte rules for A, B, C and bias).
 // Kernel: hopper_gemm_pingpong.cuh with the policy below.
-// Compiled for: bf16 and f16 inputs, the "nt" layout, and the epilogues its ladder benchmark
+// Compiled for: bf16 inputs, the "nt" layout, and the epilogues its ladder benchmark
 // runs (plain, bias + GeLU, ReLU; output dtype = input dtype, no C_in) — a teaching rung;
 // supports() declines the rest.
 #pragma once
