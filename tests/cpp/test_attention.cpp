@@ -340,6 +340,18 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   EXPECT_EQ(bench[0]->key(), "thd8x3072x3072_t16384x16384_h16x16_d128_bf16_causal_fwd");
   EXPECT_EQ(reg.pick(*bench[0]).name(), "v05_wgmma_tma");
   EXPECT_GT(bench[1]->flops(), hk::Problem::kSampledCheckFlops);  // checked by the sampled reference
+  // `--shape SxDxC:bhsd`: SDPA's layout (the default is bshd, FlashAttention's)
+  sel.shapes = {"2048x128x1:bhsd", "512x64"};
+  bench = reg.family("attention")->bench_problems(sel);
+  ASSERT_EQ(bench.size(), 4u);
+  EXPECT_NE(bench[0]->key().find("_bhsd"), std::string::npos) << bench[0]->key();
+  EXPECT_NE(bench[1]->key().find("_bhsd"), std::string::npos) << bench[1]->key();
+  EXPECT_EQ(bench[2]->key().find("_bhsd"), std::string::npos) << bench[2]->key();
+  EXPECT_EQ(bench[0]->attrs().get_string("attention", "layout", ""), "bhsd");
+  sel.shapes = {"2048x128:bhds"};
+  expect_error(ErrorKind::kValue, "layout is bshd or bhsd", [&] { reg.family("attention")->bench_problems(sel); });
+  sel.shapes = {"2048x128x1x1:bhsd"};
+  expect_error(ErrorKind::kValue, "takes no layout", [&] { reg.family("attention")->bench_problems(sel); });
   // thd's key names the packed sizes; attrs() carry the maxima
   EXPECT_EQ(p.key(), "thd1x100x100_t100x100_h2x2_d64_bf16_fwd");
   EXPECT_EQ(p.attrs().get_int("attention", "max_seqlen_q", -1), 100);

@@ -1009,15 +1009,25 @@ class AttentionFamily final : public Family {
   }
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
     // FlashAttention's benchmark: 16k tokens per batch (B = 16384 / S), Hq = 2048 / D.
-    struct B { int64_t s, d; bool causal, varlen = false; };
+    struct B { int64_t s, d; bool causal, varlen = false; AttentionLayout layout = AttentionLayout::kBSHD; };
     std::vector<B> list;
     std::vector<int64_t> seqs = {512, 2048, 8192};
     if (sel.quick) list = {{2048, 128, true}};
-    for (auto& s : sel.shapes) {
-      auto v = parse_shape(s);  // SxD, SxDxC (C: 1 = causal) or SxDxCxV (V: 1 = variable length)
+    for (const std::string& s : sel.shapes) {
+      // SxD, SxDxC (C: 1 = causal) or SxDxCxV (V: 1 = variable length), then optionally :bshd
+      // (the default, FlashAttention's layout) or :bhsd (SDPA's)
+      const size_t colon = s.find(':');
+      const std::string layout = colon == std::string::npos ? "bshd" : s.substr(colon + 1);
+      if (layout != "bshd" && layout != "bhsd")
+        HK_THROW(kValue, "attention: a bench shape's layout is bshd or bhsd, got ", s);
+      auto v = parse_shape(s.substr(0, colon));
       if (v.size() < 2 || v.size() > 4)
-        HK_THROW(kValue, "attention: bench shapes are SxD, SxDxCAUSAL or SxDxCAUSALxVARLEN, got ", shape_to_string(v));
-      list.push_back({v[0], v[1], v.size() >= 3 && v[2] != 0, v.size() == 4 && v[3] != 0});
+        HK_THROW(kValue, "attention: bench shapes are SxD, SxDxCAUSAL or SxDxCAUSALxVARLEN (then :LAYOUT), got ", s);
+      const bool varlen = v.size() == 4 && v[3] != 0;
+      if (varlen && colon != std::string::npos)
+        HK_THROW(kValue, "attention: a variable-length bench shape is packed (thd); it takes no layout, got ", s);
+      list.push_back({v[0], v[1], v.size() >= 3 && v[2] != 0, varlen,
+                      layout == "bhsd" ? AttentionLayout::kBHSD : AttentionLayout::kBSHD});
     }
     if (list.empty())
       for (int64_t d : {64, 128})
@@ -1047,6 +1057,7 @@ class AttentionFamily final : public Family {
           }
           TestShape t{batch, b.s, b.s, heads, heads, b.d, b.causal};
           t.dtype = dt;
+          t.layout = b.layout;
           out.push_back(make(t, bwd, false));
         }
     return out;
