@@ -98,7 +98,8 @@ def sublayer_ranges(enabled: bool = True):
     ``qkv``, ``rope_attention``, ``attn_out``, ``ffn_norm``, ``gate_up``, ``swiglu``, ``down``)
     with a range named ``hk.block.<sub-layer>``: an NVTX range (nsys, ncu ``--nvtx``) and a
     ``torch.profiler`` range, whose device time is the time of the kernels launched inside it.
-    Off by default: a range costs host time per call, and the eager small models are bound by it."""
+    Off by default: a range costs host time per call, and the eager small models are bound by it.
+    Code that ``torch.compile`` traces gets no ranges (they would break its graph)."""
     global _SUBLAYER_RANGES
     before, _SUBLAYER_RANGES = _SUBLAYER_RANGES, enabled
     try:
@@ -121,7 +122,10 @@ _UNMARKED = contextlib.nullcontext()
 
 
 def _sublayer(name: str):
-    return _marked("hk.block." + name) if _SUBLAYER_RANGES else _UNMARKED
+    # No ranges in a graph torch.compile traces: they would break it into pieces.
+    if not _SUBLAYER_RANGES or torch.compiler.is_compiling():
+        return _UNMARKED
+    return _marked("hk.block." + name)
 
 
 def _block_dims(dim: int, n_heads: int, n_kv_heads: int | None, ffn_dim: int | None,

@@ -400,6 +400,17 @@ def test_lm_matches_reference(cuda):
     _check_lm(cuda)
 
 
+def test_sublayer_ranges_leave_compiled_graphs_whole(torch_mod):
+    """The ranges mark eager calls only: torch.compile traces the block as one graph with them on."""
+    torch._dynamo.reset()
+    block = hk.nn.TransformerBlock(64, 4, 2)
+    x = torch.randn(2, 8, 64, dtype=torch.bfloat16)
+    with hk.nn.sublayer_ranges():
+        explained = torch._dynamo.explain(block)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    torch._dynamo.reset()
+
+
 def test_lm_matches_reference_on_cpu(torch_mod):
     _check_lm(torch.device("cpu"))
 
