@@ -74,7 +74,8 @@ def peers_block(docs):
                    f"`{short_sha(d.get('hopperkit_git_sha'))}`, {d.get('date', '?').replace('T', ' ').replace('Z', ' UTC')}; "
                    f"L2 swept before every sample"
                    f"{', host work overlapped by a spin kernel' if d.get('options', {}).get('spin_us') else ''}, "
-                   f"candidates interleaved in one process. "
+                   f"candidates interleaved in one process"
+                   f"{'; **the run was stopped early: rows are missing**' if d.get('stopped') else ''}. "
                    f"Command: `{d.get('command', 'python -m hopperkit.bench')}` (`{d['_path']}`).\n")
         peers = []
         for r in d["rows"]:

@@ -8,8 +8,6 @@ CUDA tensors, ``reference`` runs its fp64 CPU reference on host arrays, ``bench`
 
 from __future__ import annotations
 
-import contextlib
-
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -144,16 +142,14 @@ def launch(family: str, variant: str, inputs: list, outputs: list, attrs: dict) 
     if device is None or device.type != "cuda":
         # The C++ side raises the ValueError naming the device of the offending operand.
         return _C.launch(family, variant, inputs, outputs, attrs, 0)
-    with current_stream(device) as stream:
-        return _C.launch(family, variant, inputs, outputs, attrs, stream)
-
-
-@contextlib.contextmanager
-def current_stream(device: Any):
-    """A device guard for the CUDA ``device``, yielding its current torch stream as the integer
-    the bindings take (a cudaStream_t)."""
     with torch.cuda.device(device):
-        yield torch.cuda.current_stream(device).cuda_stream
+        return _C.launch(family, variant, inputs, outputs, attrs, current_stream(device))
+
+
+def current_stream(device: Any) -> int:
+    """The current torch stream of the CUDA ``device`` as the integer the bindings take (a
+    cudaStream_t). Call it under ``torch.cuda.device(device)``, as the launch runs."""
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def run(family: str, variant: str, *tensors: Any, **attrs: Any):

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import platform
+import signal
 import sys
 import time
 import types
@@ -257,8 +258,10 @@ def _check(case: Case) -> str:
 
 
 def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, compile: bool = True,
-        progress: bool = True, command: str | None = None) -> dict:
-    """Runs the benchmark; returns the JSON document (see the module docstring)."""
+        progress: bool = True, command: str | None = None, keep_on_interrupt: bool = False) -> dict:
+    """Runs the benchmark; returns the JSON document (see the module docstring). With
+    ``keep_on_interrupt`` a KeyboardInterrupt ends the run early instead of propagating: the
+    document holds the cases that finished and says ``stopped``."""
     import hopperkit as hk
 
     if torch is None or not torch.cuda.is_available():
@@ -273,7 +276,9 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
     for idx, case in enumerate(cases):
         try:
             _run_case(case, idx, len(cases), samples, compile, flush, spin, rows, progress)
-        except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: the rows so far are kept
+        except KeyboardInterrupt:
+            if not keep_on_interrupt:
+                raise
             stopped = True
             break
     if progress:
@@ -335,8 +340,9 @@ def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: A
 
 def markdown(doc: dict) -> str:
     """One line per (op, problem): hopperkit's time and its ratio to eager and compiled PyTorch."""
-    out = ["| op | problem | hopperkit µs | torch µs | torch.compile µs | torch.cudnn µs | vs torch | vs best peer |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    out = ["**The run was stopped early: rows are missing.**", ""] if doc.get("stopped") else []
+    out += ["| op | problem | hopperkit µs | torch µs | torch.compile µs | torch.cudnn µs | vs torch | vs best peer |",
+            "|---|---|---:|---:|---:|---:|---:|---:|"]
     by_key: dict[tuple, dict] = {}
     for r in doc["rows"]:
         by_key.setdefault((r["op"], r["problem"]), {})[r["variant"]] = r
@@ -379,8 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the JSON document here")
     args = ap.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
+    # Ctrl-C, `timeout` (SIGTERM) or `timeout -s INT`: the cases that finished are printed and
+    # written, marked stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     doc = run(args.op, args.quick, args.samples, not args.no_compile,
-              command=command_line("python -m hopperkit.bench", argv))
+              command=command_line("python -m hopperkit.bench", argv), keep_on_interrupt=True)
     print(markdown(doc))
     if args.json:
         with open(args.json, "w") as f:

@@ -202,16 +202,21 @@ _RANGE_PREFIX = "hk.block."
 _NODE_PREFIX = "autograd::engine::evaluate_function: "
 
 
-def _kernel_table(prof: Any, top: int) -> list[dict]:
-    """The device kernels of a profile, summed by name, longest first (the sub-layer ranges'
-    device-side spans left out)."""
-    totals: dict[str, list[float]] = {}
+def _kernels(prof: Any):
+    """The device kernels of a profile (user annotations' device-side spans, such as the
+    sub-layer ranges', left out)."""
     for e in prof.events():
-        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA or e.name.startswith(_RANGE_PREFIX):
-            continue
-        us = e.time_range.elapsed_us()
+        if (getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
+                and not getattr(e, "is_user_annotation", False) and not e.name.startswith(_RANGE_PREFIX)):
+            yield e
+
+
+def _kernel_table(prof: Any, top: int) -> list[dict]:
+    """The device kernels of a profile, summed by name, longest first."""
+    totals: dict[str, list[float]] = {}
+    for e in _kernels(prof):
         t = totals.setdefault(e.name, [0.0, 0])
-        t[0] += us
+        t[0] += e.time_range.elapsed_us()
         t[1] += 1
     all_us = sum(v[0] for v in totals.values()) or 1.0
     rows = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
@@ -220,9 +225,7 @@ def _kernel_table(prof: Any, top: int) -> list[dict]:
 
 def _kernel_us(prof: Any) -> float:
     """The device time of every kernel in a profile (the sum of the whole kernel table)."""
-    return sum(e.time_range.elapsed_us() for e in prof.events()
-               if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
-               and not e.name.startswith(_RANGE_PREFIX))
+    return sum(e.time_range.elapsed_us() for e in _kernels(prof))
 
 
 def _range_table(prof: Any, prefix: str, cuda: bool) -> list[dict]:
@@ -246,9 +249,10 @@ def _range_table(prof: Any, prefix: str, cuda: bool) -> list[dict]:
 
 
 def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
-    """Kernel tables of the forward and of the backward alone (the forward outside the profile),
-    and where the time goes by sub-layer (forward, ``hk.nn.sublayer_ranges``) and by autograd
-    node (backward)."""
+    """Kernel tables of the forward (under ``torch.no_grad``, as the timed forward) and of the
+    backward alone, where the time goes by sub-layer (forward, ``hk.nn.sublayer_ranges``) and by
+    autograd node (backward), and the kernel time per training step (the forward that saves
+    for the backward, then the backward) to set beside the measured step."""
     from torch.profiler import ProfilerActivity, profile
 
     from .nn import sublayer_ranges
@@ -266,18 +270,18 @@ def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
             _sync()
         out["forward"] = _kernel_table(prof, top)
         out["forward_sublayers"] = _range_table(prof, _RANGE_PREFIX, cuda)
-        # per step: the sum of the kernel table, to set beside the measured step time
-        out["kernel_us_per_step"] = {"forward": _kernel_us(prof) / iters}
         losses = []
-        for _ in range(iters):
-            if list(model.parameters()):
-                model.zero_grad(set_to_none=True)
-            if which != "lm":
-                x = inp["x"].detach().requires_grad_(True)
-                losses.append((model(x), inp["dy"]))
-            else:
-                losses.append((model(inp["tokens"], inp["targets"])[1], None))
-        _sync()
+        with profile(activities=activities) as prof:
+            for _ in range(iters):
+                if list(model.parameters()):
+                    model.zero_grad(set_to_none=True)
+                if which != "lm":
+                    x = inp["x"].detach().requires_grad_(True)
+                    losses.append((model(x), inp["dy"]))
+                else:
+                    losses.append((model(inp["tokens"], inp["targets"])[1], None))
+            _sync()
+        out["kernel_us_per_step"] = {"forward": _kernel_us(prof) / iters}
     with profile(activities=activities) as prof:
         for y, dy in losses:
             y.backward(dy)
@@ -393,19 +397,20 @@ def markdown(doc: dict) -> str:
         for side in ("hopperkit", "torch"):
             for direction in ("forward", "backward"):
                 table = prof.get(side, {}).get(direction)
-                if not table:
-                    continue
-                out += ["", f"**{model}, {side}, {direction}**: kernels by device time", "",
-                        "| kernel | device µs | calls | share |", "|---|---:|---:|---:|"]
-                for k in table:
-                    name = k["kernel"] if len(k["kernel"]) <= 90 else k["kernel"][:87] + "..."
-                    out.append(f"| `{name}` | {k['device_us']:.1f} | {k['calls']} | {100 * k['share']:.1f}% |")
+                if table:
+                    out += ["", f"**{model}, {side}, {direction}**: kernels by device time", "",
+                            "| kernel | device µs | calls | share |", "|---|---:|---:|---:|"]
+                    for k in table:
+                        name = k["kernel"] if len(k["kernel"]) <= 90 else k["kernel"][:87] + "..."
+                        out.append(f"| `{name}` | {k['device_us']:.1f} | {k['calls']} | {100 * k['share']:.1f}% |")
                 key, what = ("forward_sublayers", "sub-layer") if direction == "forward" else \
                     ("backward_nodes", "autograd node")
                 ranges = prof.get(side, {}).get(key)
                 if ranges:
-                    out += ["", f"**{model}, {side}, {direction}**: device time by {what}", "",
-                            f"| {what} | device µs | calls | share |", "|---|---:|---:|---:|"]
+                    # a model on the CPU has no kernels: its ranges hold host time
+                    unit = "device µs" if table else "host µs"
+                    out += ["", f"**{model}, {side}, {direction}**: time by {what}", "",
+                            f"| {what} | {unit} | calls | share |", "|---|---:|---:|---:|"]
                     out += [f"| `{r['range']}` | {r['us']:.1f} | {r['calls']} | {100 * r['share']:.1f}% |"
                             for r in ranges]
     return "\n".join(out) + "\n"

@@ -175,7 +175,8 @@ def _rope_attention_backward_eager(qkv: Any, q: Any, k: Any, o: Any, lse: Any, d
     dqkv = torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device)
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     meta = _core._metadata_view
-    with _core.current_stream(qkv.device) as stream:
+    with torch.cuda.device(qkv.device):
+        stream = _core.current_stream(qkv.device)
         _C.attention_backward_into([meta(t) for t in (q, k, v, o, dout, lse)],
                                    [dq, dk, dqkv[:, :, hq + hkv:]], True, scale, False, stream)
         _C.rope_backward_into([dq, meta(cos), meta(sin)], dqkv[:, :, :hq], stream)

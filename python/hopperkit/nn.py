@@ -99,7 +99,10 @@ def sublayer_ranges(enabled: bool = True):
     with a range named ``hk.block.<sub-layer>``: an NVTX range (nsys, ncu ``--nvtx``) and a
     ``torch.profiler`` range, whose device time is the time of the kernels launched inside it.
     Off by default: a range costs host time per call, and the eager small models are bound by it.
-    Code that ``torch.compile`` traces gets no ranges (they would break its graph)."""
+    Eager calls only: code that ``torch.compile`` traces gets no ranges (they would break its
+    graph, and switching them on or off recompiles it), and a captured CUDA graph replays none.
+    The switch is process-wide. Without CUDA (a CPU build of torch) only the profiler ranges
+    exist."""
     global _SUBLAYER_RANGES
     before, _SUBLAYER_RANGES = _SUBLAYER_RANGES, enabled
     try:
@@ -108,14 +111,19 @@ def sublayer_ranges(enabled: bool = True):
         _SUBLAYER_RANGES = before
 
 
+_HAS_NVTX = hasattr(torch._C, "_nvtx")  # a CPU build of torch has none
+
+
 @contextlib.contextmanager
 def _marked(name: str):
-    torch.cuda.nvtx.range_push(name)
+    if _HAS_NVTX:
+        torch.cuda.nvtx.range_push(name)
     try:
         with torch.autograd.profiler.record_function(name):
             yield
     finally:
-        torch.cuda.nvtx.range_pop()
+        if _HAS_NVTX:
+            torch.cuda.nvtx.range_pop()
 
 
 _UNMARKED = contextlib.nullcontext()

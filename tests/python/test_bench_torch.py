@@ -36,6 +36,9 @@ def test_markdown_reports_ratios_to_eager_and_the_best_peer():
     text = tb.markdown(doc)
     assert "| softmax | p | 50.0 | 100.0 | 62.5 | n/a | 2.00x | 1.25x |" in text
     assert "| gelu | q | FAIL: 3 elements |" in text
+    assert "stopped early" not in text
+    doc["stopped"] = True  # a run stopped by Ctrl-C or a timeout says so above its rows
+    assert tb.markdown(doc).startswith("**The run was stopped early: rows are missing.**")
 
 
 def test_explain_names_the_packing_rung_for_an_odd_k():
