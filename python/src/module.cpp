@@ -286,8 +286,6 @@ std::string explain(const std::string& family, const std::vector<InArray>& in, c
   return hk::Registry::get().explain(*make_problem(family, to_views(family, in), attrs));
 }
 
-// Runs `variant` ("" = the public op's dispatch) on `stream` (a cudaStream_t as an integer, 0 =
-// legacy default). Asynchronous, like the C++ ops. Returns the variant that ran.
 // The operands of a launch on the GPU: every array on one CUDA device (named in the error when
 // not), viewed with the family's operand names.
 struct DeviceOperands {
@@ -306,6 +304,8 @@ DeviceOperands device_operands(const std::string& family, const std::vector<InAr
   return d;
 }
 
+// Runs `variant` ("" = the public op's dispatch) on `stream` (a cudaStream_t as an integer, 0 =
+// legacy default). Asynchronous, like the C++ ops. Returns the variant that ran.
 std::string launch(const std::string& family, const std::string& variant, const std::vector<InArray>& in,
                    const std::vector<OutArray>& out, const AttrMap& attrs, uintptr_t stream) {
   auto [device, ops] = device_operands(family, in, out);

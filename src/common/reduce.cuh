@@ -1,4 +1,5 @@
-// common/reduce.cuh — warp, block and cluster reductions in f32 for the reduction families.
+// common/reduce.cuh — warp and block reductions in f32 for the reduction families (the cluster
+// reduction: common/cluster_reduce.cuh).
 //
 // NaN semantics: sums propagate NaN by IEEE arithmetic; max_nan() propagates NaN explicitly
 // (fmaxf(NaN, x) returns x, which would silently drop a NaN that the reference keeps).

@@ -348,6 +348,15 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   EXPECT_NE(bench[1]->key().find("_bhsd"), std::string::npos) << bench[1]->key();
   EXPECT_EQ(bench[2]->key().find("_bhsd"), std::string::npos) << bench[2]->key();
   EXPECT_EQ(bench[0]->attrs().get_string("attention", "layout", ""), "bhsd");
+  // [B, H, S, D] through strides: q's are (H S D, S D, D) for (b, s, h), k's the same
+  auto* bh = dynamic_cast<const AttentionProblem*>(bench[0].get());
+  ASSERT_NE(bh, nullptr);
+  EXPECT_EQ(bh->str_q.b, 16 * 2048 * 128);
+  EXPECT_EQ(bh->str_q.s, 128);
+  EXPECT_EQ(bh->str_q.h, 2048 * 128);
+  auto* bs = dynamic_cast<const AttentionProblem*>(bench[2].get());
+  ASSERT_NE(bs, nullptr);
+  EXPECT_EQ(bs->str_q.s, 32 * 64);  // bshd at S = 512, D = 64: Hq = 32 heads per row of s
   sel.shapes = {"2048x128:bhds"};
   expect_error(ErrorKind::kValue, "layout is bshd or bhsd", [&] { reg.family("attention")->bench_problems(sel); });
   sel.shapes = {"2048x128x1x1:bhsd"};

@@ -158,6 +158,10 @@ TEST(GemmBench, ShapesAndLayouts) {
   sel.shapes = {"4096x4096x4096"};
   sel.dtypes = {DType::kBF16};
   EXPECT_EQ(f->bench_problems(sel).size(), 3u);  // plain, bias + GeLU, ReLU
+  sel.shapes = {"4096x4096x4096:nt"};
+  EXPECT_EQ(f->bench_problems(sel).size(), 3u);  // an explicit nt is the default layout
+  sel.shapes = {"4096x4096x4096:tn"};
+  EXPECT_EQ(f->bench_problems(sel).size(), 1u);  // the epilogue rows come with nt only
   sel.shapes = {"64x64x64:nc"};
   expect_error(ErrorKind::kValue, "layout must be", [&] { f->bench_problems(sel); });
   sel.shapes = {"64x64:nt"};
