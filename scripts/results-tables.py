@@ -149,15 +149,28 @@ def train_block(docs):
                    f"{c.get('vocab')}, batch {c.get('batch')} x seq {c.get('seq')}, AdamW lr {c.get('lr')}, bf16, "
                    f"{c.get('steps')} steps, {c.get('seeds')} reference seeds; best possible loss "
                    f"{d.get('best_possible_loss', 0):.3f}. Command: `{d.get('command')}` (`{d['_path']}`).\n")
-        out.append("| steps | hopperkit | PyTorch, seed 0 | deviation | seed-to-seed spread | inside |")
+        runs = len(w.get("ours_runs") or [w["ours"]])
+        paired = [sum(r[i] for r in w["reference"][:runs]) / runs for i in range(len(w["ours"]))]
+        what = "seed 0" if runs == 1 else f"mean of seeds 0-{runs - 1}"
+        out.append(f"| steps | hopperkit ({what}) | PyTorch ({what}) | deviation | seed-to-seed spread | inside |")
         out.append("|---|---:|---:|---:|---:|---|")
-        for i, (o, r0, dv, sp, ins) in enumerate(zip(w["ours"], w["reference"][0], w["deviation"], w["spread"],
-                                                     w["inside"])):
+        for i, (o, r0, dv, sp, ins) in enumerate(zip(w["ours"], paired, w["deviation"], w["spread"], w["inside"])):
             out.append(f"| {i * width + 1}-{(i + 1) * width} | {o:.4f} | {r0:.4f} | {dv:.4f} | {sp:.4f} | "
                        f"{'yes' if ins else '**no**'} |")
         out.append("")
         out.append(f"{100 * w['fraction_inside']:.0f}% of the windows inside the spread, the last "
                    f"{'inside' if w['final_inside'] else 'outside'}: {d.get('status')}.\n")
+        g = d.get("grad_check")
+        if g:
+            out.append(f"The first step's gradients of both bf16 models against the reference model in f32 from "
+                       f"the same weights (loss {g['loss_f32']:.4f}; hopperkit {g['loss_hopperkit']:.4f}, PyTorch "
+                       f"{g['loss_torch']:.4f}); scale = <g, g_f32> / |g_f32|², 1 for a gradient of the right size:\n")
+            out.append("| parameter | hopperkit rel. error | PyTorch rel. error | hopperkit scale | PyTorch scale |")
+            out.append("|---|---:|---:|---:|---:|")
+            for r in g["params"]:
+                out.append(f"| `{r['param']}` | {r['hopperkit_rel_err']:.4f} | {r['torch_rel_err']:.4f} | "
+                           f"{r['hopperkit_scale']:.4f} | {r['torch_scale']:.4f} |")
+            out.append("")
     return "\n".join(out)
 
 

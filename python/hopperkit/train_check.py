@@ -16,13 +16,19 @@ The language: each token has four possible successors, drawn once from the vocab
 sequence starts at a random token and picks one of its token's successors at each step. The best
 achievable loss is ln 4 = 1.386; a model starts at about ln(vocab).
 
+Before training, both bf16 models' first-step gradients are compared with the reference model's
+in f32 from the same weights, per parameter: relative error and scale (a scale below 1 is a
+gradient systematically too small, the kind of bias that slows training while every kernel stays
+inside its error bound).
+
 The JSON document (kind "hk-train-check") holds the configuration, every step's loss of each run,
-the windows' means, spreads and deviations, and the verdict.
+the windows' means, spreads and deviations, the gradient comparison and the verdict.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import math
@@ -73,6 +79,43 @@ def train(model: Any, data: list, lr: float, progress: str = "") -> list[float]:
     return losses
 
 
+def _grads(model: Any, tokens: Any, targets: Any) -> tuple[float, dict]:
+    """One forward + backward: the loss and each parameter's gradient in f32."""
+    model.zero_grad(set_to_none=True)
+    _, loss = model(tokens, targets)
+    loss.backward()
+    return float(loss.detach()), {n: p.grad.detach().float() for n, p in model.named_parameters()
+                                  if p.grad is not None}
+
+
+def grad_check(ours: Any, ref: Any, tokens: Any, targets: Any) -> dict:
+    """The first step's gradients of hopperkit's bf16 model and the reference's bf16 model, both
+    against the reference model in f32 from the same weights (the truth), per parameter kind
+    (``blocks.<i>.`` folded: the blocks' sums): relative error |g - g32| / |g32|, and scale
+    <g, g32> / |g32|^2, 1 for a gradient of the right size; below 1 a gradient systematically
+    too small, which slows training while each kernel stays inside its error bound."""
+    ref32 = copy.deepcopy(ref).float()
+    loss32, g32 = _grads(ref32, tokens, targets)
+    loss_o, go = _grads(ours, tokens, targets)
+    loss_r, gr = _grads(ref, tokens, targets)
+    del ref32
+    kinds: dict[str, dict[str, float]] = {}
+    for name, t in g32.items():
+        kind = ".".join(name.split(".")[2:]) if name.startswith("blocks.") else name
+        acc = kinds.setdefault(kind, {"t2": 0.0, "eo2": 0.0, "er2": 0.0, "po": 0.0, "pr": 0.0})
+        acc["t2"] += float((t * t).sum())
+        for key, g in (("o", go[name]), ("r", gr[name])):
+            acc[f"e{key}2"] += float(((g - t) ** 2).sum())
+            acc[f"p{key}"] += float((g * t).sum())
+    rows = []
+    for kind, a in kinds.items():
+        t2 = a["t2"] or 1e-30
+        rows.append({"param": kind, "hopperkit_rel_err": math.sqrt(a["eo2"] / t2),
+                     "torch_rel_err": math.sqrt(a["er2"] / t2), "hopperkit_scale": a["po"] / t2,
+                     "torch_scale": a["pr"] / t2})
+    return {"loss_f32": loss32, "loss_hopperkit": loss_o, "loss_torch": loss_r, "params": rows}
+
+
 def windows(losses: list[float], width: int) -> list[float]:
     return [sum(losses[i:i + width]) / len(losses[i:i + width]) for i in range(0, len(losses), width)]
 
@@ -121,9 +164,15 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
         refs.append(train(model, data, cfg.lr, f"torch seed {seed}" if progress else ""))
         del model
     ours = []
+    grads = None
     for seed in range(cfg.ours_seeds):
         ours_model = hk.nn.TransformerLM(cfg.vocab, dim, layers, heads, heads, ffn, **common)
         ours_model.load_state_dict(states[seed])
+        if seed == 0:  # the first step's gradients, both bf16 models against the f32 reference
+            ref0 = ref.ReferenceLM(cfg.vocab, dim, layers, heads, heads, ffn, **common)
+            ref0.load_state_dict(states[0])
+            grads = grad_check(ours_model, ref0, *data[0])
+            del ref0
         ours.append(train(ours_model, data, cfg.lr, f"hopperkit seed {seed}" if progress else ""))
         del ours_model
     cmp = compare(ours, refs, cfg.window)
@@ -140,20 +189,31 @@ def run(cfg: argparse.Namespace, progress: bool = True) -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": command_line("python -m hopperkit.train_check", sys.argv[1:]),
             "config": config, "losses": {"hopperkit": ours[0], "hopperkit_runs": ours, "torch": refs},
-            "windows": cmp,
+            "windows": cmp, "grad_check": grads,
             "best_possible_loss": math.log(SUCCESSORS), "status": "ok" if ok else "FAIL: outside the seed spread"}
 
 
 def markdown(doc: dict) -> str:
     w = doc["windows"]
     width = doc["config"]["window"]
-    out = ["| steps | hopperkit | torch seed 0 | deviation | seed spread | inside |", "|---|---:|---:|---:|---:|---|"]
-    for i, (o, r0, d, s, ins) in enumerate(zip(w["ours"], w["reference"][0], w["deviation"], w["spread"],
-                                                w["inside"])):
+    runs = len(w["ours_runs"])
+    paired = [sum(r[i] for r in w["reference"][:runs]) / runs for i in range(len(w["ours"]))]
+    what = "seed 0" if runs == 1 else f"mean of seeds 0-{runs - 1}"
+    out = [f"| steps | hopperkit ({what}) | torch ({what}) | deviation | seed spread | inside |",
+           "|---|---:|---:|---:|---:|---|"]
+    for i, (o, r0, d, s, ins) in enumerate(zip(w["ours"], paired, w["deviation"], w["spread"], w["inside"])):
         out.append(f"| {i * width + 1}-{(i + 1) * width} | {o:.4f} | {r0:.4f} | {d:.4f} | {s:.4f} | "
                    f"{'yes' if ins else 'no'} |")
     out.append("")
     out.append(f"{100 * w['fraction_inside']:.0f}% of the windows inside the spread; status: {doc['status']}")
+    g = doc.get("grad_check")
+    if g:
+        out += ["", f"First step's gradients against the f32 reference model (loss {g['loss_f32']:.4f}; bf16: "
+                    f"hopperkit {g['loss_hopperkit']:.4f}, torch {g['loss_torch']:.4f}):", "",
+                "| parameter | hopperkit rel. err | torch rel. err | hopperkit scale | torch scale |",
+                "|---|---:|---:|---:|---:|"]
+        out += [f"| `{r['param']}` | {r['hopperkit_rel_err']:.4f} | {r['torch_rel_err']:.4f} | "
+                f"{r['hopperkit_scale']:.4f} | {r['torch_scale']:.4f} |" for r in g["params"]]
     return "\n".join(out) + "\n"
 
 

@@ -473,6 +473,16 @@ def test_train_check_on_cpu(torch_mod):
     # the same initialisation and data: the first step's loss agrees to bf16 rounding
     assert abs(doc["losses"]["hopperkit"][0] - doc["losses"]["torch"][0][0]) < 2e-2 * doc["losses"]["torch"][0][0]
     assert "| 1-2 |" in tc.markdown(doc)
+    # the first step's gradients against the f32 reference: every parameter kind, sizes right
+    g = doc["grad_check"]
+    kinds = {r["param"] for r in g["params"]}
+    assert {"embed.weight", "norm.weight", "qkv.weight", "attn_out.weight", "gate_up.weight", "down.weight",
+            "attn_norm.weight", "ffn_norm.weight"} <= kinds, kinds
+    for r in g["params"]:
+        assert 0 < r["hopperkit_rel_err"] < 0.1 and 0 < r["torch_rel_err"] < 0.1, r
+        assert abs(r["hopperkit_scale"] - 1) < 0.05 and abs(r["torch_scale"] - 1) < 0.05, r
+    assert abs(g["loss_hopperkit"] - g["loss_f32"]) < 2e-2 * g["loss_f32"]
+    assert "| `qkv.weight` |" in tc.markdown(doc)
     c = tc.compare([1.0, 1.0, 2.0, 2.0], [[1.0, 1.0, 2.0, 2.0], [1.1, 1.1, 2.5, 2.5], [0.9, 0.9, 2.0, 2.0]], 2)
     assert c["spread"] == pytest.approx([0.1, 0.5]) and c["inside"] == [True, True]
     c = tc.compare([1.3, 1.3, 2.0, 2.0], [[1.0, 1.0, 2.0, 2.0], [1.1, 1.1, 2.5, 2.5]], 2)
