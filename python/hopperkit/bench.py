@@ -338,6 +338,15 @@ def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: A
     rows.extend(new_rows)
 
 
+def emit(doc: dict, text: str, json_path: str | None) -> None:
+    """A benchmark's end: its markdown on stdout, its JSON document written when asked (the
+    command-line tools of hopperkit.bench, block_bench and train_check)."""
+    print(text)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(doc, f, indent=2)
+
+
 def markdown(doc: dict) -> str:
     """One line per (op, problem): hopperkit's time and its ratio to eager and compiled PyTorch."""
     out = ["**The run was stopped early: rows are missing.**", ""] if doc.get("stopped") else []
@@ -390,10 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     doc = run(args.op, args.quick, args.samples, not args.no_compile,
               command=command_line("python -m hopperkit.bench", argv), keep_on_interrupt=True)
-    print(markdown(doc))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
+    emit(doc, markdown(doc), args.json)
     failed = [r for r in doc["rows"] if str(r.get("status", "")).startswith("FAIL")]
     if doc["stopped"]:
         print("hopperkit.bench: stopped early; the rows above are the cases that finished", file=sys.stderr)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import sys
 from typing import Any, Callable
@@ -456,10 +455,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
     doc = run(cfg)
-    print(markdown(doc))
-    if cfg.json:
-        with open(cfg.json, "w") as f:
-            json.dump(doc, f, indent=2)
+    from .bench import emit
+
+    emit(doc, markdown(doc), cfg.json)
     failed = [r for r in doc["rows"] if str(r.get("status", "")).startswith("FAIL")]
     return 1 if failed else 0
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
-import json
 import math
 import platform
 import sys
@@ -253,10 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cfg = parse_args(argv)
     doc = run(cfg)
-    print(markdown(doc))
-    if cfg.json:
-        with open(cfg.json, "w") as f:
-            json.dump(doc, f, indent=2)
+    from .bench import emit
+
+    emit(doc, markdown(doc), cfg.json)
     return 0 if doc["status"] == "ok" else 1
 
 
