@@ -59,12 +59,12 @@ if [[ -n $out ]]; then
 fi
 finish() {
   if [[ -n $out ]]; then
+    local results=($(cd "$LOGS" && ls bench-*.json block-*.json train-*.json microbench.json 2>/dev/null))
     cp "$LOGS/summary.txt" "$out/" 2>/dev/null
-    cp "$LOGS"/bench-*.json "$LOGS"/block-*.json "$LOGS"/train-*.json "$LOGS"/microbench.json "$out/" 2>/dev/null
+    ((${#results[@]})) && (cd "$LOGS" && cp "${results[@]}" "$out/")
     tar -czf "$out/logs.tgz" -C "$LOGS" . 2>/dev/null
     # what this run wrote, in one archive, for a transfer that takes a few files only
-    (cd "$out" && tar -czf all-results.tgz summary.txt logs.tgz $(cd "$LOGS" && ls bench-*.json block-*.json train-*.json \
-      microbench.json 2>/dev/null)) 2>/dev/null
+    (cd "$out" && tar -czf all-results.tgz summary.txt logs.tgz "${results[@]}") 2>/dev/null
   fi
 }
 trap finish EXIT
@@ -123,10 +123,12 @@ if [[ $prebuilt -eq 1 ]]; then
   [[ -f build/carry/prebuilt.tgz ]] || { say "build: --prebuilt but build/carry/prebuilt.tgz is missing (scripts/prebuilt/pack.sh)"; exit 1; }
   source scripts/prebuilt/box.sh  # sets B=build/ci and PYEXT_PID
   build=$B
+  pyp=/tmp/hk-pyext/python  # where box.sh builds the Python package
   "$build/hk" list >/dev/null 2>&1 || { say "build: the prebuilt hk does not run here"; "$build/hk" list; exit 1; }
   say "build: prebuilt ($(tar tzf build/carry/prebuilt.tgz | wc -l) files from build/carry), Python extension building"
 else
   build=build/release
+  pyp=$build/python  # where scripts/python-check.sh builds the Python package
   cmake --preset release -DHK_WERROR=ON >"$LOGS/configure.log" 2>&1 &&
     cmake --build --preset release -j "$(nproc)" >"$LOGS/build.log" 2>&1
   rc=$?
@@ -184,7 +186,7 @@ if want python && [[ -f tests/python/conftest.py ]]; then
     pyext_ready
     workers=()
     python3 -c "import xdist" 2>/dev/null && workers=(-n "${HK_PYTEST_WORKERS:-14}")
-    PYTHONPATH=/tmp/hk-pyext/python budget python3 -m pytest tests/python -ra -p no:cacheprovider \
+    PYTHONPATH=$pyp budget python3 -m pytest tests/python -ra -p no:cacheprovider \
       "${workers[@]}" --junitxml="$LOGS/python-junit.xml" >"$LOGS/python.log" 2>&1
   else
     budget scripts/python-check.sh "$LOGS" >"$LOGS/python.log" 2>&1
@@ -251,7 +253,6 @@ fi
 if want torch; then
   # every public torch op against eager PyTorch and torch.compile (python -m hopperkit.bench)
   pyext_ready
-  if [[ $prebuilt -eq 1 ]]; then pyp=/tmp/hk-pyext/python; else pyp=$build/python; fi
   PYTHONPATH=$pyp budget python3 -m hopperkit.bench --json "$LOGS/bench-torch.json" --samples "${HK_TORCH_SAMPLES:-20}" \
     >"$LOGS/bench-torch.md" 2>"$LOGS/bench-torch.err"
   say "python -m hopperkit.bench: rc=$?"
@@ -262,7 +263,6 @@ if want block; then
   # 2.7B with the profiler's kernel tables (python -m hopperkit.block_bench); then the small LM
   # trained 200 steps against the PyTorch model's seed spread (python -m hopperkit.train_check)
   pyext_ready
-  if [[ $prebuilt -eq 1 ]]; then pyp=/tmp/hk-pyext/python; else pyp=$build/python; fi
   for size in 2.7b xl large medium small; do
     extra=(--no-profile --no-compile)
     [[ $size == 2.7b ]] && extra=()

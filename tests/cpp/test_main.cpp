@@ -15,6 +15,11 @@
 
 namespace {
 
+// Fresh inputs every run; the seed is printed with a failure so that it can be replayed.
+uint64_t fresh_seed() {
+  return std::random_device{}() ^ static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
 class VariantTest : public testing::Test {
  public:
   VariantTest(const hk::Variant* v, hk::ProblemPtr p) : v_(v), p_(std::move(p)) {}
@@ -23,9 +28,7 @@ class VariantTest : public testing::Test {
     if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
     std::string why = v_->supports(*p_);
     if (!why.empty()) GTEST_SKIP() << v_->name() << " does not support " << p_->key() << ": " << why;
-    // Fresh inputs every run; the seed is printed so a failure can be replayed.
-    uint64_t seed = std::random_device{}() ^ static_cast<uint64_t>(
-        std::chrono::steady_clock::now().time_since_epoch().count());
+    uint64_t seed = fresh_seed();
     hk::bench::Case c(p_, seed);
     hk::bench::CheckResult r = c.run_and_check(*v_);
     EXPECT_TRUE(r.ok) << v_->family() << "/" << v_->name() << " " << p_->key() << " seed " << seed
@@ -50,8 +53,7 @@ class GraphReplayTest : public testing::Test {
     std::string no_gpu = hk::no_gpu_reason();
     if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
     const hk::Variant& v = hk::Registry::get().pick(*p_);
-    uint64_t seed = std::random_device{}() ^ static_cast<uint64_t>(
-        std::chrono::steady_clock::now().time_since_epoch().count());
+    uint64_t seed = fresh_seed();
     hk::bench::Case c(p_, seed);
     Graph g;
     ASSERT_EQ(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), cudaSuccess);

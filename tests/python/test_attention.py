@@ -141,11 +141,12 @@ def test_registry_lists_the_ladder():
 
 # ---- GPU: against torch -----------------------------------------------------------------------
 
-def sdpa_ref(q, k, v, causal, scale=None):
-    """torch SDPA in f64 on bshd tensors, GQA by repeating k/v (top-left causal: Sq == Sk only)."""
+def sdpa_ref(q, k, v, causal, scale=None, fp64=True):
+    """torch SDPA on bshd tensors, GQA by repeating k/v (top-left causal: Sq == Sk only): in f64,
+    or with fp64=False in the inputs' own dtype (PyTorch's 16-bit kernels, a peer)."""
     import torch
     g = q.shape[2] // k.shape[2]
-    qt, kt, vt = (x.double().transpose(1, 2) for x in (q, k, v))
+    qt, kt, vt = (x.double().transpose(1, 2) if fp64 else x.transpose(1, 2) for x in (q, k, v))
     kt, vt = kt.repeat_interleave(g, 1), vt.repeat_interleave(g, 1)
     o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
     return o.transpose(1, 2)
@@ -177,20 +178,11 @@ def sdpa_peer_grads(q, k, v, dout, causal, gqa_layout="bshd"):
     import torch
     qp, kp, vp = (x.detach().clone().requires_grad_() for x in (q, k, v))
     if gqa_layout == "bshd":
-        o = sdpa_ref_lowp(qp, kp, vp, causal)
+        o = sdpa_ref(qp, kp, vp, causal, fp64=False)
     else:
         o = torch.nn.functional.scaled_dot_product_attention(qp, kp, vp, is_causal=causal, enable_gqa=True)
     o.backward(dout)
     return qp.grad, kp.grad, vp.grad
-
-
-def sdpa_ref_lowp(q, k, v, causal):
-    """sdpa_ref in the inputs' own dtype: PyTorch's 16-bit SDPA kernels (bshd, GQA by repeat)."""
-    import torch
-    g = q.shape[2] // k.shape[2]
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-    kt, vt = kt.repeat_interleave(g, 1), vt.repeat_interleave(g, 1)
-    return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
