@@ -24,7 +24,7 @@ namespace {
 
 constexpr int kSlots = 1024;
 constexpr int kSteps = 2048;
-constexpr int kThreads = 1024;
+constexpr int kClusterThreads = 1024;
 constexpr int kPasses = 256;
 constexpr int kShift = 8;  // float4s the read pattern moves per pass: one 128-byte row
 
@@ -162,7 +162,7 @@ Result run_clusters(const Options&) {
   HK_CHECK_CUDA(cudaFuncSetAttribute(mb_cluster_barrier_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, pad));
   int potential = 0;
   {
-    cudaLaunchConfig_t c = config(16, kThreads, pad, &attr, 1);
+    cudaLaunchConfig_t c = config(16, kClusterThreads, pad, &attr, 1);
     c.numAttrs = 0;  // the query proposes the cluster size itself
     if (cudaOccupancyMaxPotentialClusterSize(&potential, mb_cluster_read_kernel<true>, &c) != cudaSuccess) {
       cudaGetLastError();  // the sweep below still says which sizes launch
@@ -177,7 +177,7 @@ Result run_clusters(const Options&) {
   double peer_bpc2 = 0, local_bpc2 = 0, bar2 = 0, bar_big = 0;
   int big = 0;
   for (int cs : {1, 2, 4, 8, 16}) {
-    cudaLaunchConfig_t c = config(cs, kThreads, pad, &attr, cs);
+    cudaLaunchConfig_t c = config(cs, kClusterThreads, pad, &attr, cs);
     int clusters = 0;
     if (cudaOccupancyMaxActiveClusters(&clusters, mb_cluster_read_kernel<true>, &c) != cudaSuccess || clusters == 0) {
       cudaGetLastError();
@@ -186,7 +186,7 @@ Result run_clusters(const Options&) {
     }
     const int blocks = clusters * cs;
     c.gridDim = dim3(blocks);
-    const double bytes = double(kThreads) * kPasses * 8 * 16;
+    const double bytes = double(kClusterThreads) * kPasses * 8 * 16;
     auto remote = span_median([&] { HK_CHECK_CUDA(cudaLaunchKernelEx(&c, mb_cluster_read_kernel<true>, kShift, sink.get(), spans.get())); },
                               spans.get(), blocks, 1);
     auto local = span_median([&] { HK_CHECK_CUDA(cudaLaunchKernelEx(&c, mb_cluster_read_kernel<false>, kShift, sink.get(), spans.get())); },

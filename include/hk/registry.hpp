@@ -280,17 +280,17 @@ DispatchFn typed_dispatch(std::string family, std::vector<Route> (*fn)(const Pro
 //   HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v03_vectorized", "summary", 80,
 //                       hk::kFlagProduction, gelu_v03_supports, gelu_v03_launch);
 #define HK_REGISTER_VARIANT(ProblemT, ArgsT, family, name, summary, min_sm, flags, supports, launch) \
-  static const ::hk::detail::Registrar HK_CONCAT(hk_variant_registrar_, __LINE__)(              \
-      std::unique_ptr<::hk::Variant>(new ::hk::TypedVariant<ProblemT, ArgsT>(                   \
+  static const ::hk::detail::Registrar HK_CONCAT(hk_variant_registrar_, __COUNTER__)(                \
+      std::unique_ptr<::hk::Variant>(new ::hk::TypedVariant<ProblemT, ArgsT>(                        \
           family, name, summary, min_sm, flags, supports, launch)))
 
 // One line at the end of a family's dispatch.cpp:
 //   HK_REGISTER_DISPATCH(GemmProblem, "gemm", gemm_dispatch);
 // with `std::vector<hk::Route> gemm_dispatch(const GemmProblem&)`.
-#define HK_REGISTER_DISPATCH(ProblemT, family, fn)                                 \
-  static const ::hk::detail::Registrar HK_CONCAT(hk_dispatch_registrar_, __LINE__)( \
+#define HK_REGISTER_DISPATCH(ProblemT, family, fn)                                     \
+  static const ::hk::detail::Registrar HK_CONCAT(hk_dispatch_registrar_, __COUNTER__)( \
       family, ::hk::detail::typed_dispatch<ProblemT>(family, fn))
 
-#define HK_REGISTER_FAMILY(FamilyT)                                             \
-  static const ::hk::detail::Registrar HK_CONCAT(hk_family_registrar_, __LINE__)( \
+#define HK_REGISTER_FAMILY(FamilyT)                                                  \
+  static const ::hk::detail::Registrar HK_CONCAT(hk_family_registrar_, __COUNTER__)( \
       std::unique_ptr<::hk::Family>(new FamilyT()))

@@ -13,8 +13,10 @@
 using hk::DType;
 using hk::ErrorKind;
 using hk::TensorView;
+using hktest::download;
 using hktest::expect_error;
 using hktest::fake_ptr;
+using hktest::upload;
 
 TEST(GemmBadInput, WrongDtype) {
   TensorView a(fake_ptr(), DType::kF32, {8, 16}), b(fake_ptr(), DType::kF32, {16, 8}), c(fake_ptr(), DType::kF32, {8, 8});
@@ -258,29 +260,6 @@ TEST(GemmSkinny, PickSendsDecodeShapesToV17AndTheRestToV18) {
   hk::GemmProblem decode_nn(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, false);
   EXPECT_EQ(reg.pick(decode_nn).name(), "v18_stream_k_tail");
 }
-
-namespace {
-
-// Uploads `spec`'s values (logical order) into fresh device storage laid out with its strides.
-hk::bench::DeviceBuffer upload(const hk::TensorSpec& spec, const std::vector<double>& values) {
-  std::vector<uint8_t> storage;
-  hk::host::encode(spec, values, storage);
-  hk::bench::DeviceBuffer buf(std::max<int64_t>(int64_t(storage.size()), 16));
-  if (!storage.empty()) {
-    EXPECT_EQ(cudaMemcpy(buf.get(), storage.data(), storage.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  return buf;
-}
-
-std::vector<double> download(const hk::TensorSpec& spec, const void* p) {
-  std::vector<uint8_t> storage(hk::host::storage_bytes(spec));
-  EXPECT_EQ(cudaMemcpy(storage.data(), p, storage.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  std::vector<double> got;
-  hk::host::decode(spec, storage, got);
-  return got;
-}
-
-}  // namespace
 
 // C_in aliasing C (in-place C = A B + C) through the public op, default rung and fallback.
 TEST(GemmPublic, InPlaceAccumulateIntoC) {

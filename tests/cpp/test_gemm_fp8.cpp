@@ -19,8 +19,10 @@ using hk::DType;
 using hk::ErrorKind;
 using hk::Fp8Scaling;
 using hk::TensorView;
+using hktest::download;
 using hktest::expect_error;
 using hktest::fake_ptr;
+using hktest::upload;
 
 namespace {
 
@@ -275,24 +277,6 @@ TEST(GemmFp8, BenchShapes) {
 }
 
 namespace {
-
-hk::bench::DeviceBuffer upload(const hk::TensorSpec& spec, const std::vector<double>& values) {
-  std::vector<uint8_t> storage;
-  hk::host::encode(spec, values, storage);
-  hk::bench::DeviceBuffer buf(std::max<int64_t>(int64_t(storage.size()), 16));
-  if (!storage.empty()) {
-    EXPECT_EQ(cudaMemcpy(buf.get(), storage.data(), storage.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  return buf;
-}
-
-std::vector<double> download(const hk::TensorSpec& spec, const void* p) {
-  std::vector<uint8_t> storage(hk::host::storage_bytes(spec));
-  EXPECT_EQ(cudaMemcpy(storage.data(), p, storage.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  std::vector<double> got;
-  hk::host::decode(spec, storage, got);
-  return got;
-}
 
 // The public op on host-quantised N(0, 1) data with outliers; calc_diff against the fp64 D of
 // the dequantised operands. b_kn: B stored [K, N] row-major, passed as its [N, K] view.

@@ -1,13 +1,17 @@
-// Helpers shared by the CPU tests: typed-error expectation, fake device pointers,
-// fresh host inputs for a problem, and central finite differences of a forward reference.
+// Helpers shared by the tests: typed-error expectation, fake device pointers, fresh host inputs
+// for a problem, central finite differences of a forward reference, and host <-> device copies
+// of a strided tensor.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "bench/case.hpp"
 #include "core/host.hpp"
 #include "hk/hk.hpp"
 
@@ -99,6 +103,26 @@ inline void expect_matches_fd(const hk::Problem& fwd, const std::vector<hk::Host
     double fd = fd_grad(fwd, in, input, static_cast<int64_t>(i), cot);
     EXPECT_NEAR(analytic[i], fd, 1e-6 * (1 + std::fabs(fd))) << what << "[" << i << "]";
   }
+}
+
+// Uploads `spec`'s values (logical order) into fresh device storage laid out with its strides.
+inline hk::bench::DeviceBuffer upload(const hk::TensorSpec& spec, const std::vector<double>& values) {
+  std::vector<uint8_t> storage;
+  hk::host::encode(spec, values, storage);
+  hk::bench::DeviceBuffer buf(std::max<int64_t>(int64_t(storage.size()), 16));
+  if (!storage.empty()) {
+    EXPECT_EQ(cudaMemcpy(buf.get(), storage.data(), storage.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  return buf;
+}
+
+// Reads `spec`'s values (logical order) back from device storage laid out with its strides.
+inline std::vector<double> download(const hk::TensorSpec& spec, const void* p) {
+  std::vector<uint8_t> storage(hk::host::storage_bytes(spec));
+  EXPECT_EQ(cudaMemcpy(storage.data(), p, storage.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<double> got;
+  hk::host::decode(spec, storage, got);
+  return got;
 }
 
 }  // namespace hktest

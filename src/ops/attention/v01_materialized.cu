@@ -18,7 +18,7 @@
 #include "attention/attn_common.cuh"
 #include "common/stream_scratch.hpp"
 
-namespace hk {
+namespace hk::attention_v01_materialized {
 namespace {
 
 constexpr int kThreads = 256;
@@ -211,4 +211,4 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v01_materiali
                     "eager attention: S = QK^T, softmax, PV as separate kernels over an f32 B*Hq*Sq*Sk scratch",
                     80, kFlagReference | kFlagBaseline, attention_v01_supports, attention_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::attention_v01_materialized

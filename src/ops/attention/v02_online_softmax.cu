@@ -28,7 +28,7 @@
 #include "attention/attn_common.cuh"
 #include "common/stream_scratch.hpp"
 
-namespace hk {
+namespace hk::attention_v02_online_softmax {
 namespace {
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
@@ -426,4 +426,4 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v02_online_so
                     "deterministic backward (dQ per query tile, dK/dV per key tile)",
                     80, kFlagProduction, attention_v02_supports, attention_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::attention_v02_online_softmax

@@ -30,7 +30,7 @@
 #include "common/ptx/cp_async.cuh"
 #include "common/ptx/mma.cuh"
 
-namespace hk {
+namespace hk::attention_v03_fa2_mma_sync {
 namespace {
 
 constexpr int kBlockM = 64, kBlockN = 64, kWarps = 4, kThreads = 32 * kWarps;
@@ -282,4 +282,4 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v03_fa2_mma_s
                     "online softmax in registers (exp2), P reused as the A operand",
                     80, kFlagProduction, attention_v03_supports, attention_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::attention_v03_fa2_mma_sync

@@ -21,7 +21,7 @@
 // Run:   hk bench attention --variant 'v0[356]*'
 #include "attention/hopper_attention.cuh"
 
-namespace hk {
+namespace hk::attention_v05_wgmma_tma {
 namespace {
 
 struct V05 {
@@ -45,4 +45,4 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v05_wgmma_tma
                     "registers), a producer warpgroup beside two consumer warpgroups",
                     90, kFlagProduction, attention_v05_supports, attention_v05_launch);
 
-}  // namespace hk
+}  // namespace hk::attention_v05_wgmma_tma

@@ -17,7 +17,7 @@
 // Run:   hk bench attention --variant 'v0[56]*'
 #include "attention/hopper_attention.cuh"
 
-namespace hk {
+namespace hk::attention_v06_pingpong_overlap {
 namespace {
 
 struct V06 {
@@ -38,4 +38,4 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v06_pingpong_
                     "consumer warpgroups taking turns at the MMAs (named barriers)",
                     90, kFlagNone, attention_v06_supports, attention_v06_launch);
 
-}  // namespace hk
+}  // namespace hk::attention_v06_pingpong_overlap

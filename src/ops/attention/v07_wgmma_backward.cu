@@ -21,7 +21,7 @@
 // Run:   hk bench attention --variant 'v0[47]*' --shape 2048x128x1
 #include "attention/hopper_attention_bwd.cuh"
 
-namespace hk {
+namespace hk::attention_v07_wgmma_backward {
 namespace {
 
 void attention_v07_launch(const AttentionArgs& a, cudaStream_t stream) {
@@ -43,4 +43,4 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v07_wgmma_bac
                     "reductions (deterministic: in key-block order)",
                     90, kFlagProduction, attention_v07_supports, attention_v07_launch);
 
-}  // namespace hk
+}  // namespace hk::attention_v07_wgmma_backward

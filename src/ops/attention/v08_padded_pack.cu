@@ -28,7 +28,7 @@
 #include "core/scratch.hpp"
 #include "hk/error.hpp"
 
-namespace hk {
+namespace hk::attention_v08_padded_pack {
 namespace {
 
 constexpr int kThreads = 256;
@@ -224,4 +224,4 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v08_padded_pa
                     "with D zero-padded, v05 / v07 (or v03 / v04) run on the copies",
                     80, kFlagProduction, attention_v08_supports, attention_v08_launch);
 
-}  // namespace hk
+}  // namespace hk::attention_v08_padded_pack

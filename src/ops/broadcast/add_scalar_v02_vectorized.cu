@@ -13,7 +13,7 @@
 #include "broadcast/broadcast.cuh"
 #include "common/launch.cuh"
 
-namespace hk {
+namespace hk::broadcast_add_scalar_v02_vectorized {
 namespace {
 
 using bcast::kThreads;
@@ -73,4 +73,4 @@ HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "add_scalar", "v02_vectoriz
                     "16-byte loads and stores, 4 in flight per thread, SM-sized grid-stride loop; any alignment (peeled)", 70,
                     kFlagProduction, nullptr, add_scalar_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::broadcast_add_scalar_v02_vectorized

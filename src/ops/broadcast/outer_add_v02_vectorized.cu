@@ -14,7 +14,7 @@
 #include "broadcast/broadcast.cuh"
 #include "common/launch.cuh"
 
-namespace hk {
+namespace hk::broadcast_outer_add_v02_vectorized {
 namespace {
 
 template <class T>
@@ -51,4 +51,4 @@ HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "outer_add", "v02_vectorize
                     "16-byte stores, x loaded once per (chunk, 4 rows), 4 vectors in flight, items claimed dynamically", 70,
                     kFlagProduction, nullptr, outer_add_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::broadcast_outer_add_v02_vectorized

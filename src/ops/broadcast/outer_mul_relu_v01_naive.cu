@@ -9,7 +9,7 @@
 #include "broadcast/broadcast.cuh"
 #include "common/launch.cuh"
 
-namespace hk {
+namespace hk::broadcast_outer_mul_relu_v01_naive {
 namespace {
 
 template <class T>
@@ -33,4 +33,4 @@ HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "outer_mul_relu", "v01_naiv
                     "one thread per output element, scalar loads and stores", 70,
                     kFlagReference | kFlagBaseline, nullptr, outer_mul_relu_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::broadcast_outer_mul_relu_v01_naive

@@ -10,7 +10,7 @@
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
 
-namespace hk {
+namespace hk::broadcast_row_scale_relu_v01_naive {
 namespace {
 
 using bcast::kThreads;
@@ -77,4 +77,4 @@ HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "row_scale_relu", "v01_naiv
                     "one thread per element; backward: dx kernel, then a dy kernel re-reading x and dz", 70,
                     kFlagReference | kFlagBaseline, nullptr, row_scale_relu_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::broadcast_row_scale_relu_v01_naive

@@ -13,7 +13,7 @@
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
 
-namespace hk {
+namespace hk::broadcast_row_scale_relu_v02_vectorized {
 namespace {
 
 using bcast::kThreads;
@@ -109,4 +109,4 @@ HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "row_scale_relu", "v02_vect
                     "16-byte accesses; backward fused: one pass writes dx and reduces dy per row", 70,
                     kFlagNone, bcast::vector_supports, row_scale_relu_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::broadcast_row_scale_relu_v02_vectorized

@@ -30,7 +30,7 @@
 #include "common/launch.cuh"
 #include "common/reduce.cuh"
 
-namespace hk {
+namespace hk::broadcast_row_scale_relu_v03_oneshot_chunks {
 namespace {
 
 constexpr int kThr = 128;
@@ -242,4 +242,4 @@ HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "row_scale_relu", "v03_ones
                     "splits long rows (f32 partials, summed in chunk order); any alignment (peeled)",
                     90, kFlagProduction, nullptr, row_scale_relu_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::broadcast_row_scale_relu_v03_oneshot_chunks

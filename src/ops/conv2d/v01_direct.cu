@@ -14,7 +14,7 @@
 #include "common/vec.cuh"
 #include "conv2d/conv2d_op.hpp"
 
-namespace hk {
+namespace hk::conv2d_v01_direct {
 namespace {
 
 constexpr int kThreads = 256;
@@ -145,4 +145,4 @@ HK_REGISTER_VARIANT(Conv2dProblem, Conv2dArgs, "conv2d", "v01_direct",
                     "direct convolution on CUDA cores, one thread per output element, any parameters and layout",
                     70, kFlagReference | kFlagProduction, nullptr, conv2d_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::conv2d_v01_direct

@@ -20,7 +20,7 @@
 #include "common/vec.cuh"
 #include "conv2d/conv2d_op.hpp"
 
-namespace hk {
+namespace hk::conv2d_v02_depthwise_nhwc {
 namespace {
 
 constexpr int kThreads = 256;
@@ -196,4 +196,4 @@ HK_REGISTER_VARIANT(Conv2dProblem, Conv2dArgs, "conv2d", "v02_depthwise_nhwc",
                     "shared memory",
                     80, kFlagProduction, conv2d_v02_supports, conv2d_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::conv2d_v02_depthwise_nhwc

@@ -22,7 +22,7 @@
 #include "common/vec.cuh"
 #include "conv2d/conv2d_op.hpp"
 
-namespace hk {
+namespace hk::conv2d_v03_implicit_gemm_mma {
 namespace {
 
 constexpr int kThreads = 256;
@@ -186,4 +186,4 @@ HK_REGISTER_VARIANT(Conv2dProblem, Conv2dArgs, "conv2d", "v03_implicit_gemm_mma"
                     "ring, 128x128x32 tiles",
                     80, kFlagNone, conv2d_v03_supports, conv2d_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::conv2d_v03_implicit_gemm_mma

@@ -10,7 +10,7 @@
 #include "common/vec.cuh"
 #include "conv2d_single/conv2d_single_op.hpp"
 
-namespace hk {
+namespace hk::conv2d_single_v01_naive {
 namespace {
 
 constexpr int kThreads = 256;
@@ -48,4 +48,4 @@ HK_REGISTER_VARIANT(Conv2dSingleProblem, Conv2dSingleArgs, "conv2d_single", "v01
                     "one thread per output, every tap from global memory, f32 sums", 70,
                     kFlagReference | kFlagBaseline | kFlagProduction, nullptr, conv2d_single_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::conv2d_single_v01_naive

@@ -16,7 +16,7 @@
 #include "conv2d_single/conv2d_single_op.hpp"
 #include "conv2d_single/stencil.cuh"
 
-namespace hk {
+namespace hk::conv2d_single_v02_tiled_smem {
 namespace {
 
 using namespace stencil;  // tile geometry and per-thread compute shared with v03
@@ -143,4 +143,4 @@ HK_REGISTER_VARIANT(Conv2dSingleProblem, Conv2dSingleArgs, "conv2d_single", "v02
                     "16-byte loads and stores",
                     80, kFlagProduction, conv2d_single_v02_supports, conv2d_single_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::conv2d_single_v02_tiled_smem

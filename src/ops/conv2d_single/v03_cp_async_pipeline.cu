@@ -17,7 +17,7 @@
 #include "conv2d_single/conv2d_single_op.hpp"
 #include "conv2d_single/stencil.cuh"
 
-namespace hk {
+namespace hk::conv2d_single_v03_cp_async_pipeline {
 namespace {
 
 using namespace stencil;
@@ -136,4 +136,4 @@ HK_REGISTER_VARIANT(Conv2dSingleProblem, Conv2dSingleArgs, "conv2d_single", "v03
                     "persistent blocks",
                     80, kFlagProduction, conv2d_single_v03_supports, conv2d_single_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::conv2d_single_v03_cp_async_pipeline

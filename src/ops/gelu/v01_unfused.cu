@@ -13,7 +13,7 @@
 #include "common/vec.cuh"
 #include "gelu/gelu_op.hpp"
 
-namespace hk {
+namespace hk::gelu_v01_unfused {
 namespace {
 
 constexpr int kThreads = 256;
@@ -101,4 +101,4 @@ HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v01_unfused",
                     "one kernel per arithmetic step with f32 temporaries, as eager PyTorch runs it", 70,
                     kFlagReference | kFlagBaseline, nullptr, gelu_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::gelu_v01_unfused

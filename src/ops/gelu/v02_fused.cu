@@ -11,7 +11,7 @@
 #include "common/vec.cuh"
 #include "gelu/gelu_op.hpp"
 
-namespace hk {
+namespace hk::gelu_v02_fused {
 namespace {
 
 constexpr int kThreads = 256;
@@ -61,4 +61,4 @@ HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v02_fused",
                     "one fused kernel, one element per thread: one read, one write", 70,
                     kFlagNone, gelu_v02_supports, gelu_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::gelu_v02_fused

@@ -15,7 +15,7 @@
 #include "common/vec.cuh"
 #include "gelu/gelu_op.hpp"
 
-namespace hk {
+namespace hk::gelu_v03_vectorized {
 namespace {
 
 constexpr int kThreads = 256;
@@ -113,4 +113,4 @@ HK_REGISTER_VARIANT(GeluProblem, GeluArgs, "gelu", "v03_vectorized",
                     "16-byte vector loads, 4 in flight per thread, SM-sized grid-stride loop; any alignment (peeled)", 70,
                     kFlagProduction, nullptr, gelu_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::gelu_v03_vectorized

@@ -15,7 +15,7 @@
 #include "core/cublas.hpp"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_baseline_cublas {
 namespace {
 
 constexpr int kThreads = 256;
@@ -82,4 +82,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "baseline_cublas",
                     "cublasGemmStridedBatchedEx (f32 compute); epilogue as a separate kernel", 70, kFlagBaseline | kFlagProduction,
                     gemm_baseline_cublas_supports, gemm_baseline_cublas_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_baseline_cublas

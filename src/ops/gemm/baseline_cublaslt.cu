@@ -18,7 +18,7 @@
 #include "core/scratch.hpp"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_baseline_cublaslt {
 namespace {
 
 void check_lt(cublasStatus_t s, const char* what) {
@@ -184,4 +184,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "baseline_cublaslt",
                     "cublasLtMatmul with fused BIAS/RELU/GELU epilogues, cached heuristic choice", 70, kFlagNone,
                     gemm_baseline_cublaslt_supports, gemm_baseline_cublaslt_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_baseline_cublaslt

@@ -8,7 +8,7 @@
 #include "common/launch.cuh"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_v01_naive {
 namespace {
 
 constexpr int kTile = 16;  // (kTile, kTile) threads per block, one output each
@@ -47,4 +47,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v01_naive",
                     "one thread per output, threadIdx.x along M: uncoalesced scalar loads", 70, kFlagReference,
                     gemm_v01_supports, gemm_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_v01_naive

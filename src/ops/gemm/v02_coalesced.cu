@@ -9,7 +9,7 @@
 #include "common/launch.cuh"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_v02_coalesced {
 namespace {
 
 constexpr int kTileN = 32;  // threads along N (one warp)
@@ -49,4 +49,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v02_coalesced",
                     "one thread per output, threadIdx.x along N: coalesced B loads and C stores", 70, kFlagNone,
                     gemm_v02_supports, gemm_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_v02_coalesced

@@ -9,7 +9,7 @@
 #include "common/launch.cuh"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_v03_smem_tiling {
 namespace {
 
 constexpr int kTile = 32;  // (kTile, kTile) outputs per block, one per thread; K step kTile
@@ -65,4 +65,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v03_smem_tiling",
                     "32x32 tiles staged in shared memory, coalesced loads in every layout", 70, kFlagNone,
                     gemm_v03_supports, gemm_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_v03_smem_tiling

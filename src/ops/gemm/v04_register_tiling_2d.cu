@@ -11,7 +11,7 @@
 #include "common/launch.cuh"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_v04_register_tiling_2d {
 namespace {
 
 constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 16;
@@ -90,4 +90,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v04_register_tiling_2d",
                     "128x128 block tiles, 8x8 outputs per thread in registers (outer products)", 70, kFlagNone,
                     gemm_v04_supports, gemm_v04_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_v04_register_tiling_2d

@@ -17,7 +17,7 @@
 #include "common/ptx/mma_layout.hpp"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_v05_vectorized_cp_async {
 namespace {
 
 constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32;
@@ -140,4 +140,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v05_vectorized_cp_async",
                     "v04's register tiling fed by 16-byte cp.async copies into two smem slots (loads overlap FMAs)",
                     80, kFlagNone, gemm_v05_supports, gemm_v05_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_v05_vectorized_cp_async

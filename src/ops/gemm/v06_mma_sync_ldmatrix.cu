@@ -15,7 +15,7 @@
 #include "common/ptx/mma.cuh"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_v06_mma_sync_ldmatrix {
 namespace {
 
 constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32, kStages = 3;
@@ -141,4 +141,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v06_mma_sync_ldmatrix",
                     "mma.sync m16n8k16 tensor cores, ldmatrix from padded smem, 3-stage cp.async ring", 80,
                     kFlagNone, gemm_v06_supports, gemm_v06_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_v06_mma_sync_ldmatrix

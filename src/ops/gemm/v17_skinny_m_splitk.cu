@@ -45,7 +45,7 @@
 #include "common/ptx/mma.cuh"
 #include "gemm/epilogue.cuh"
 
-namespace hk {
+namespace hk::gemm_v17_skinny_m_splitk {
 namespace {
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
@@ -380,4 +380,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v17_skinny_m_splitk",
                     "into mma.sync fragments, split-K over a cluster reduced through DSMEM",
                     90, kFlagProduction, gemm_v17_supports, gemm_v17_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_v17_skinny_m_splitk

@@ -3,6 +3,7 @@
 // group (src/ops/gemm/CMakeLists.txt, hopper_instance.cu.in); this file dispatches to them.
 // Run:   hk bench gemm --variant 'v1[58]*' --shape 4096x14336x4096
 #include "gemm/v18_stream_k_tail.cuh"
+#include "gemm_instances.hpp"  // its kernels are compiled in generated files
 
 namespace hk {
 

@@ -29,7 +29,7 @@
 #include "gemm/gemm_op.hpp"
 #include "hk/error.hpp"
 
-namespace hk {
+namespace hk::gemm_v19_aligned_pack {
 namespace {
 
 constexpr int kThreads = 256;
@@ -201,4 +201,4 @@ HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "v19_aligned_pack",
                     "(one pass each), then the dispatch's TMA kernel runs on the copies",
                     90, kFlagProduction, gemm_v19_supports, gemm_v19_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_v19_aligned_pack

@@ -26,7 +26,7 @@
 #include "core/scratch.hpp"
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
-namespace hk {
+namespace hk::gemm_fp8_baseline_cublaslt {
 namespace {
 
 std::string lt_error(cublasStatus_t s, const char* what) {
@@ -208,4 +208,4 @@ HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "baseline_cublaslt"
                     "BIAS epilogue, cached heuristic choice",
                     90, kFlagBaseline, gemm_fp8_baseline_cublaslt_supports, gemm_fp8_baseline_cublaslt_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_fp8_baseline_cublaslt

@@ -10,7 +10,7 @@
 #include "gemm_fp8/fp8_common.cuh"
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
-namespace hk {
+namespace hk::gemm_fp8_v01_dequant_naive {
 namespace {
 
 constexpr int kTile = 16;  // (kTile, kTile) threads per block, one output each; threadIdx.x along N
@@ -73,4 +73,4 @@ HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v01_dequant_naive"
                     "one thread per output: fp8 dequantised on the fly, f32 FMA on CUDA cores, any layout", 70,
                     kFlagReference, gemm_fp8_v01_supports, gemm_fp8_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_fp8_v01_dequant_naive

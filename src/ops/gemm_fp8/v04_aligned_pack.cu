@@ -17,7 +17,7 @@
 #include "core/scratch.hpp"
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
-namespace hk {
+namespace hk::gemm_fp8_v04_aligned_pack {
 namespace {
 
 constexpr int kChunk = 16;  // bytes of one destination row a thread writes
@@ -91,4 +91,4 @@ HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v04_aligned_pack",
                     "weight transposed), then v02 / v03 / v05 run on the copies",
                     90, kFlagProduction, gemm_fp8_v04_supports, gemm_fp8_v04_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_fp8_v04_aligned_pack

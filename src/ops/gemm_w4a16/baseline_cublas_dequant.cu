@@ -15,7 +15,7 @@
 #include "core/scratch.hpp"
 #include "gemm_w4a16/w4a16.cuh"
 
-namespace hk {
+namespace hk::gemm_w4a16_baseline_cublas_dequant {
 namespace {
 
 // One thread per packed word: eight weights, one 16-byte store into the dense [N, K] matrix.
@@ -77,4 +77,4 @@ HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "baseline_cublas_dequ
                     "dequantise W to x's dtype in scratch, then cuBLAS GemmEx (f32 compute)", 80,
                     kFlagBaseline | kFlagProduction, gemm_w4a16_baseline_supports, gemm_w4a16_baseline_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_w4a16_baseline_cublas_dequant

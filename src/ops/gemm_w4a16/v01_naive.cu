@@ -10,7 +10,7 @@
 #include "common/launch.cuh"
 #include "gemm_w4a16/w4a16.cuh"
 
-namespace hk {
+namespace hk::gemm_w4a16_v01_naive {
 namespace {
 
 template <class T>
@@ -55,4 +55,4 @@ HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "v01_naive",
                     "one thread per output: unpack, dequantise in f32 and dot-product on CUDA cores", 80,
                     kFlagReference, gemm_w4a16_v01_supports, gemm_w4a16_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_w4a16_v01_naive

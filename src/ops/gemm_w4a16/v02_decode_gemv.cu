@@ -24,7 +24,7 @@
 #include "common/launch.cuh"
 #include "gemm_w4a16/w4a16.cuh"
 
-namespace hk {
+namespace hk::gemm_w4a16_v02_decode_gemv {
 namespace {
 
 constexpr int kThreads = 256;      // tiled kernel: 8 warps
@@ -232,4 +232,4 @@ HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "v02_decode_gemv",
                     "decode (M <= 16): 16-byte weight loads, lop3 dequant in registers, f32 FMAs, warp reductions",
                     80, kFlagProduction, gemm_w4a16_v02_supports, gemm_w4a16_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_w4a16_v02_decode_gemv

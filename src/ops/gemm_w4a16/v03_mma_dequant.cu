@@ -31,7 +31,7 @@
 #include "common/ptx/mma.cuh"
 #include "gemm_w4a16/w4a16.cuh"
 
-namespace hk {
+namespace hk::gemm_w4a16_v03_mma_dequant {
 namespace {
 
 template <int kWarpsM_, int kWarpsN_, int kTilesM_, int kTilesN_, int kStages_>
@@ -230,4 +230,4 @@ HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "v03_mma_dequant",
                     "mma.sync m16n8k16 with W dequantised into the B fragment in registers, cp.async ring",
                     80, kFlagProduction, gemm_w4a16_v03_supports, gemm_w4a16_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::gemm_w4a16_v03_mma_dequant

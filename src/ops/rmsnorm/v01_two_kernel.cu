@@ -14,7 +14,7 @@
 #include "common/vec.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
-namespace hk {
+namespace hk::rmsnorm_v01_two_kernel {
 namespace {
 
 constexpr int kThreads = 256;
@@ -106,4 +106,4 @@ HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v01_two_kernel",
                     "rstd kernel then a normalize kernel (x read twice); dg by a separate column pass", 70,
                     kFlagReference | kFlagBaseline, nullptr, rmsnorm_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::rmsnorm_v01_two_kernel

@@ -18,7 +18,7 @@
 #include "common/vec.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
-namespace hk {
+namespace hk::rmsnorm_v02_fused_row {
 namespace {
 
 constexpr int kThreads = 256;
@@ -126,4 +126,4 @@ HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v02_fused_row",
                     "block per row staged in shared memory: one read of x; dg via a [blocks, D] partial", 90,
                     kFlagProduction, rmsnorm_v02_supports, rmsnorm_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::rmsnorm_v02_fused_row

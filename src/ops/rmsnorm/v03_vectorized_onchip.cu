@@ -21,7 +21,7 @@
 #include "common/vec.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
-namespace hk {
+namespace hk::rmsnorm_v03_vectorized_onchip {
 namespace {
 
 constexpr int kThreads = 256;
@@ -215,4 +215,4 @@ HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v03_vectorized_onch
                     "row in registers, 16-byte loads, warp-per-row for short rows; dg partials in registers", 90,
                     kFlagProduction, rmsnorm_v03_supports, rmsnorm_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::rmsnorm_v03_vectorized_onchip

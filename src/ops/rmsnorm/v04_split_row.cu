@@ -29,7 +29,7 @@
 #include "common/vec.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
-namespace hk {
+namespace hk::rmsnorm_v04_split_row {
 namespace {
 
 constexpr int kThreads = 256;
@@ -336,4 +336,4 @@ HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v04_split_row",
                     "rows split into chunks across the grid (partial sums, finalize, apply): any D, few long rows, any alignment",
                     90, kFlagProduction, nullptr, rmsnorm_v04_launch);
 
-}  // namespace hk
+}  // namespace hk::rmsnorm_v04_split_row

@@ -24,7 +24,7 @@
 #include "common/rows.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
-namespace hk {
+namespace hk::rmsnorm_v05_pipelined_rows {
 namespace {
 
 using pipelined_rows::kThreads;
@@ -111,4 +111,4 @@ HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v05_pipelined_rows"
                     "forward (>= 512 rows): g slice in registers, next row's loads in flight across the row reduction",
                     90, kFlagNone, rmsnorm_v05_supports, rmsnorm_v05_launch);
 
-}  // namespace hk
+}  // namespace hk::rmsnorm_v05_pipelined_rows

@@ -28,7 +28,7 @@
 #include "common/rows.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
-namespace hk {
+namespace hk::rmsnorm_v06_bulk_row {
 namespace {
 
 // NOTE: sm_90 lets a block opt in to 227 KiB (232448 bytes) of shared memory, static included;
@@ -133,4 +133,4 @@ HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v06_bulk_row",
                     "mbarrier",
                     90, kFlagProduction, rmsnorm_v06_supports, rmsnorm_v06_launch);
 
-}  // namespace hk
+}  // namespace hk::rmsnorm_v06_bulk_row

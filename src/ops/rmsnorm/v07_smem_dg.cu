@@ -31,7 +31,7 @@
 #include "common/rows.cuh"
 #include "rmsnorm/rmsnorm_op.hpp"
 
-namespace hk {
+namespace hk::rmsnorm_v07_smem_dg {
 namespace {
 
 constexpr int64_t kMaxVecs = 2048;  // one group of 512 threads x 4 vectors
@@ -203,4 +203,4 @@ HK_REGISTER_VARIANT(RmsNormProblem, RmsNormArgs, "rmsnorm", "v07_smem_dg",
                     "registers; [blocks, D] partials",
                     90, kFlagProduction, rmsnorm_v07_supports, rmsnorm_v07_launch);
 
-}  // namespace hk
+}  // namespace hk::rmsnorm_v07_smem_dg

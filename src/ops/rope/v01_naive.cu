@@ -11,7 +11,7 @@
 #include "common/vec.cuh"
 #include "rope/rope_op.hpp"
 
-namespace hk {
+namespace hk::rope_v01_naive {
 namespace {
 
 constexpr int kThreads = 256;
@@ -60,4 +60,4 @@ HK_REGISTER_VARIANT(RopeProblem, RopeArgs, "rope", "v01_naive",
                     "one thread per output element, scalar loads, pair partner and table read per element", 70,
                     kFlagReference | kFlagBaseline, nullptr, rope_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::rope_v01_naive

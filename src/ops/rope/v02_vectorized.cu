@@ -21,7 +21,7 @@
 #include "common/vec.cuh"
 #include "rope/rope_op.hpp"
 
-namespace hk {
+namespace hk::rope_v02_vectorized {
 namespace {
 
 constexpr int kThreads = 256;
@@ -154,4 +154,4 @@ HK_REGISTER_VARIANT(RopeProblem, RopeArgs, "rope", "v02_vectorized",
                     "read-only cache; any alignment and strides",
                     70, kFlagProduction, rope_v02_supports, rope_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::rope_v02_vectorized

@@ -18,7 +18,7 @@
 #include "common/vec.cuh"
 #include "row_sum/row_sum_op.hpp"
 
-namespace hk {
+namespace hk::row_sum_baseline_cub_segmented {
 namespace {
 
 template <class T>
@@ -74,4 +74,4 @@ HK_REGISTER_VARIANT(RowSumProblem, RowSumArgs, "row_sum", "baseline_cub_segmente
                     "cub::DeviceSegmentedReduce with +, strided row offsets, f32 accumulation", 70,
                     kFlagBaseline | kFlagProduction, row_sum_cub_supports, row_sum_cub_launch);
 
-}  // namespace hk
+}  // namespace hk::row_sum_baseline_cub_segmented

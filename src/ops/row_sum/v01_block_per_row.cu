@@ -10,7 +10,7 @@
 #include "common/vec.cuh"
 #include "row_sum/row_sum_op.hpp"
 
-namespace hk {
+namespace hk::row_sum_v01_block_per_row {
 namespace {
 
 constexpr int kThreads = 256;
@@ -51,4 +51,4 @@ HK_REGISTER_VARIANT(RowSumProblem, RowSumArgs, "row_sum", "v01_block_per_row",
                     "one block per row, scalar loads, shared-memory tree reduction", 70, kFlagReference,
                     nullptr, row_sum_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::row_sum_v01_block_per_row

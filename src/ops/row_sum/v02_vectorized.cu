@@ -15,7 +15,7 @@
 #include "common/rows.cuh"
 #include "row_sum/row_sum_op.hpp"
 
-namespace hk {
+namespace hk::row_sum_v02_vectorized {
 namespace {
 
 constexpr int kThreads = 256;
@@ -62,4 +62,4 @@ HK_REGISTER_VARIANT(RowSumProblem, RowSumArgs, "row_sum", "v02_vectorized",
                     "16-byte loads, 4 in flight; warp per short row, block per long row", 70, kFlagNone,
                     nullptr, row_sum_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::row_sum_v02_vectorized

@@ -19,7 +19,7 @@
 #include "common/rows.cuh"
 #include "row_sum/row_sum_op.hpp"
 
-namespace hk {
+namespace hk::row_sum_v03_split_row {
 namespace {
 
 constexpr int kThreads = 256;
@@ -106,4 +106,4 @@ HK_REGISTER_VARIANT(RowSumProblem, RowSumArgs, "row_sum", "v03_split_row",
                     "v02 plus rows split across blocks when rows are few; f32 partials, second tiny kernel",
                     70, kFlagProduction, nullptr, row_sum_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::row_sum_v03_split_row

@@ -19,7 +19,7 @@
 #include "common/rows.cuh"
 #include "row_sum/row_sum_op.hpp"
 
-namespace hk {
+namespace hk::row_sum_v04_cluster_dsmem {
 namespace {
 
 constexpr int kThreads = 1024;
@@ -110,4 +110,4 @@ HK_REGISTER_VARIANT(RowSumProblem, RowSumArgs, "row_sum", "v04_cluster_dsmem",
                     "row split across a thread-block cluster (<= 16 blocks), partials reduced through DSMEM",
                     90, kFlagNone, nullptr, row_sum_v04_launch);
 
-}  // namespace hk
+}  // namespace hk::row_sum_v04_cluster_dsmem

@@ -13,7 +13,7 @@
 #include "common/vec.cuh"
 #include "softmax/softmax_op.hpp"
 
-namespace hk {
+namespace hk::softmax_v01_three_pass {
 namespace {
 
 constexpr int kThreads = 256;
@@ -60,4 +60,4 @@ HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v01_three_pass",
                     "block per row, scalar loads, one pass per reduction (fwd 3 reads, bwd 2)", 70,
                     kFlagReference | kFlagBaseline, nullptr, softmax_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::softmax_v01_three_pass

@@ -36,7 +36,7 @@
 #include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
-namespace hk {
+namespace hk::softmax_v02_onchip_row {
 namespace {
 
 constexpr int kMaxThreads = 512;
@@ -178,4 +178,4 @@ HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v02_onchip_row",
                     "row held in registers: one read, one write; warp per short row, block per long row; any alignment (peeled)", 70,
                     kFlagProduction, softmax_v02_supports, softmax_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::softmax_v02_onchip_row

@@ -23,7 +23,7 @@
 #include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
-namespace hk {
+namespace hk::softmax_v03_online {
 namespace {
 
 constexpr int kThreads = 256;
@@ -130,4 +130,4 @@ HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v03_online",
                     "any length: online (max, sum) pass then normalize pass; 16-byte loads, 4 in flight", 70,
                     kFlagNone, softmax_v03_supports, softmax_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::softmax_v03_online

@@ -25,7 +25,7 @@
 #include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
-namespace hk {
+namespace hk::softmax_v04_split_row_cluster {
 namespace {
 
 constexpr int kThreads = 512;
@@ -214,4 +214,4 @@ HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v04_split_row_clust
                     "row split across a cluster (<= 16 blocks), (max, sum) pairs merged through DSMEM; any alignment (peeled)", 90,
                     kFlagProduction, nullptr, softmax_v04_launch);
 
-}  // namespace hk
+}  // namespace hk::softmax_v04_split_row_cluster

@@ -31,7 +31,7 @@
 #include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
-namespace hk {
+namespace hk::softmax_v05_pipelined_rows {
 namespace {
 
 using pipelined_rows::kThreads;
@@ -124,4 +124,4 @@ HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v05_pipelined_rows"
                     "forward: v02's on-chip row with the next row's loads in flight across the reductions", 90,
                     kFlagNone, softmax_v05_supports, softmax_v05_launch);
 
-}  // namespace hk
+}  // namespace hk::softmax_v05_pipelined_rows

@@ -38,7 +38,7 @@
 #include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
 
-namespace hk {
+namespace hk::softmax_v06_split_row_grid {
 namespace {
 
 constexpr int kThreads = 256;
@@ -234,4 +234,4 @@ HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v06_split_row_grid"
                     "rows split into chunks over the whole grid: partial (max, sum) pairs, finalize, apply; any alignment (peeled)", 90,
                     kFlagProduction, nullptr, softmax_v06_launch);
 
-}  // namespace hk
+}  // namespace hk::softmax_v06_split_row_grid

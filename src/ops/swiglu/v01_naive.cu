@@ -13,7 +13,7 @@
 #include "swiglu/swiglu_math.cuh"
 #include "swiglu/swiglu_op.hpp"
 
-namespace hk {
+namespace hk::swiglu_v01_naive {
 namespace {
 
 constexpr int kThreads = 256;
@@ -54,4 +54,4 @@ HK_REGISTER_VARIANT(SwigluProblem, SwigluArgs, "swiglu", "v01_naive",
                     "one thread per (row, column) pair, scalar accesses, 64-bit index division", 70,
                     kFlagReference | kFlagBaseline, nullptr, swiglu_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::swiglu_v01_naive

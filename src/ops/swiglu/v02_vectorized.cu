@@ -19,7 +19,7 @@
 #include "swiglu/swiglu_math.cuh"
 #include "swiglu/swiglu_op.hpp"
 
-namespace hk {
+namespace hk::swiglu_v02_vectorized {
 namespace {
 
 constexpr int kThreads = 256;
@@ -140,4 +140,4 @@ HK_REGISTER_VARIANT(SwigluProblem, SwigluArgs, "swiglu", "v02_vectorized",
                     "alignment",
                     70, kFlagProduction, nullptr, swiglu_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::swiglu_v02_vectorized

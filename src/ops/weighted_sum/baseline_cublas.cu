@@ -15,7 +15,7 @@
 #include "core/cublas.hpp"
 #include "weighted_sum/weighted_sum_op.hpp"
 
-namespace hk {
+namespace hk::weighted_sum_baseline_cublas {
 namespace {
 
 void check(cublasStatus_t st, const char* what) {
@@ -64,4 +64,4 @@ HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "baseli
                     "cuBLAS GemmEx as GEMV (forward), rank-1 GEMM and GEMV (backward), f32 compute", 70,
                     kFlagBaseline | kFlagProduction, weighted_sum_cublas_supports, weighted_sum_cublas_launch);
 
-}  // namespace hk
+}  // namespace hk::weighted_sum_baseline_cublas

@@ -16,7 +16,7 @@
 #include "common/vec.cuh"
 #include "weighted_sum/weighted_sum_op.hpp"
 
-namespace hk {
+namespace hk::weighted_sum_v01_partial_buffer {
 namespace {
 
 constexpr int kThreads = 256;
@@ -97,4 +97,4 @@ HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "v01_pa
                     "the seeds' scheme: 16-row tiles write f32 partials, a second kernel sums them", 70,
                     kFlagReference, nullptr, weighted_sum_v01_launch);
 
-}  // namespace hk
+}  // namespace hk::weighted_sum_v01_partial_buffer

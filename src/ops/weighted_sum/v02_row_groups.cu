@@ -28,7 +28,7 @@
 #include "common/vec.cuh"
 #include "weighted_sum/weighted_sum_op.hpp"
 
-namespace hk {
+namespace hk::weighted_sum_v02_row_groups {
 namespace {
 
 constexpr int kThreads = 256;
@@ -297,4 +297,4 @@ HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "v02_ro
                     "one pass with 16-byte loads: row groups for y, column tiles x row sets for dx and dw; any alignment", 90,
                     kFlagProduction, nullptr, weighted_sum_v02_launch);
 
-}  // namespace hk
+}  // namespace hk::weighted_sum_v02_row_groups

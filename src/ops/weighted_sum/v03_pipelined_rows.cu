@@ -28,7 +28,7 @@
 #include "common/vec.cuh"
 #include "weighted_sum/weighted_sum_op.hpp"
 
-namespace hk {
+namespace hk::weighted_sum_v03_pipelined_rows {
 namespace {
 
 using pipelined_rows::kThreads;
@@ -111,4 +111,4 @@ HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "v03_pi
                     "forward: w slice in registers, next row's loads in flight across the row reduction", 90,
                     kFlagProduction, weighted_sum_v03_supports, weighted_sum_v03_launch);
 
-}  // namespace hk
+}  // namespace hk::weighted_sum_v03_pipelined_rows
