@@ -52,6 +52,10 @@ static void copy_pinned(void* dst, const void* src, size_t bytes, cudaMemcpyKind
   else
     (void)cudaGetLastError();  // a refused registration leaves an error behind
   HK_CHECK_CUDA(cudaMemcpy(dst, src, bytes, kind));
+  // NOTE: from pageable memory cudaMemcpy returns once the data is staged, before the DMA into
+  // device memory has finished; the legacy stream orders it only against itself. A kernel on a
+  // non-blocking stream (the graph tests' capture stream) could read the inputs before they land.
+  if (kind == cudaMemcpyHostToDevice && !pin.host) HK_CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 Case::Case(ProblemPtr problem, uint64_t seed) : problem_(std::move(problem)) {
