@@ -14,7 +14,7 @@
 #   --prebuilt      no build here: use the binaries scripts/prebuilt/pack.sh packed on another
 #                   machine into build/carry/ (copied here with the working tree) and compile only
 #                   the Python extension against them (scripts/prebuilt/box.sh): ~20 s instead of
-#                   a ~175 s build on a fresh machine
+#                   a ~90 s build on a fresh 16-core machine
 #   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,block,profile,microbench
 #                   (the build always runs; it is incremental; `--only build` builds and stops).
 #                   Where one command has a time limit, split the check: tests,sanitize,python

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs this machine's `ci` build for a GPU machine, so the GPU machine spends no time building
-# (a fresh H200 machine with 16 cores takes ~175 s to build the library). Writes
+# (a fresh H200 machine with 16 cores takes ~90 s to build the library). Writes
 # build/carry/prebuilt.tgz (hk, hk_tests, libhopperkit.so, the generated version header) and
 # build/carry/lib/ (the libfmt this build linked). Copy build/carry/ to the GPU machine with the
 # working tree and run `scripts/gpu-check.sh --prebuilt` there (or `source scripts/prebuilt/box.sh`).
