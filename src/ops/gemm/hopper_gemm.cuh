@@ -142,6 +142,13 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi, DType dt) {
 // Epilogue through shared memory and TMA stores, kE bytes per output element. The warpgroup's
 // 64 x kBlockN accumulators leave in chunks of 64 rows x 128 bytes, alternating between two
 // buffers so the TMA store of one chunk overlaps the writes of the next.
+// NOTE: before a chunk's writes, the store that last read its buffer (two chunks back) must be
+// done: "at most one group still reading" says so only when the previous chunk stored. A chunk
+// past N, or a cluster partner's rows past M (an odd number of M blocks), stores nothing, and
+// then the writer waits for every group (as the first chunk of a tile does). Waiting for at most
+// one regardless let a CTA past M overwrite the last chunk of its previous tile while TMA still
+// read it: wrong output seen once under load (1920x5632x64 tt bf16, 996 of 10.8M elements,
+// H200, 2026-12-02).
 template <int kE, class Cfg>
 __device__ __forceinline__ void epilogue_tma_store(const GemmArgs& g, float (&acc)[Cfg::kBlockN / 2], uint8_t* cbuf,
                                                    const CUtensorMap* tma_c, int64_t bz, int64_t m_tile, int64_t n0,
@@ -149,10 +156,11 @@ __device__ __forceinline__ void epilogue_tma_store(const GemmArgs& g, float (&ac
   constexpr int kCols = 128 / kE;       // columns per chunk: 64 (16-bit) or 32 (f32)
   constexpr int kJPer = kCols / 8;      // accumulator column-octets per chunk
   const int w = t / 32, l = t % 32;
+  bool stored = false;  // whether the previous chunk stored (and so committed a group)
 #pragma unroll
   for (int c = 0; c < Cfg::kBlockN / kCols; ++c) {
     uint8_t* buf = cbuf + (c & 1) * Cfg::kCChunkBytes;
-    if (t == 0) ptx::bulk_wait_group_read<1>();  // this buffer's previous store has read it
+    if (t == 0) stored ? ptx::bulk_wait_group_read<1>() : ptx::bulk_wait_group_read<0>();  // see above
     named_barrier_sync(1 + cw, 128);
 #pragma unroll
     for (int jl = 0; jl < kJPer; ++jl) {
@@ -173,7 +181,8 @@ __device__ __forceinline__ void epilogue_tma_store(const GemmArgs& g, float (&ac
     }
     ptx::fence_proxy_async_smem();  // generic-proxy writes -> visible to the TMA engine
     named_barrier_sync(1 + cw, 128);
-    if (t == 0 && m_tile < g.m && n0 + c * kCols < g.n) {
+    stored = m_tile < g.m && n0 + c * kCols < g.n;
+    if (t == 0 && stored) {
       ptx::tma_store_3d(tma_c, buf, static_cast<int32_t>(n0 + c * kCols), static_cast<int32_t>(m_tile),
                         static_cast<int32_t>(bz));
       ptx::bulk_commit_group();
@@ -261,10 +270,11 @@ __device__ __forceinline__ void epilogue_tma_store_fused(float alpha, const Tile
   constexpr int kCols = 128 / kE;
   constexpr int kJPer = kCols / 8;
   const int w = t / 32, l = t % 32;
+  bool stored = false;  // whether the previous chunk stored (and so committed a group)
 #pragma unroll
   for (int c = 0; c < Cfg::kBlockN / kCols; ++c) {
     uint8_t* buf = cbuf + (c & 1) * Cfg::kCChunkBytes;
-    if (t == 0) ptx::bulk_wait_group_read<1>();  // this buffer's previous store has read it
+    if (t == 0) stored ? ptx::bulk_wait_group_read<1>() : ptx::bulk_wait_group_read<0>();  // see above
     named_barrier_sync(1 + cw, 128);
 #pragma unroll
     for (int jl = 0; jl < kJPer; ++jl) {
@@ -287,7 +297,8 @@ __device__ __forceinline__ void epilogue_tma_store_fused(float alpha, const Tile
     }
     ptx::fence_proxy_async_smem();  // generic-proxy writes -> visible to the TMA engine
     named_barrier_sync(1 + cw, 128);
-    if (t == 0 && m_tile < m && n0 + c * kCols < n) {
+    stored = m_tile < m && n0 + c * kCols < n;
+    if (t == 0 && stored) {
       ptx::tma_store_3d(tma_c, buf, static_cast<int32_t>(n0 + c * kCols), static_cast<int32_t>(m_tile),
                         static_cast<int32_t>(bz));
       ptx::bulk_commit_group();
