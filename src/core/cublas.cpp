@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/scratch.hpp"  // RelaxedCapture
+#include "core/capture.hpp"  // RelaxedCapture
 #include "hk/device.hpp"
 #include "hk/error.hpp"
 

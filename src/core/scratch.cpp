@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/capture.hpp"  // RelaxedCapture
 #include "core/cublas.hpp"  // on_release
 #include "hk/error.hpp"
 

@@ -41,18 +41,4 @@ class StreamWorkspace {
   bool graph_owned_ = false;
 };
 
-// Sets the calling thread's capture mode to relaxed for its lifetime: cudaMalloc is refused
-// while any stream is being captured in global mode (torch.cuda.graph's default), although an
-// allocation that no graph node records is safe.
-class RelaxedCapture {
- public:
-  RelaxedCapture() { HK_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode_)); }
-  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  RelaxedCapture(const RelaxedCapture&) = delete;
-  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
-
 }  // namespace hk::detail

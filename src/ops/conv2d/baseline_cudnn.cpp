@@ -24,7 +24,7 @@
 #include "hk/error.hpp"
 #include "conv2d/conv2d_op.hpp"
 #include "core/cublas.hpp"
-#include "core/scratch.hpp"  // RelaxedCapture
+#include "core/capture.hpp"  // RelaxedCapture
 
 #ifdef HK_HAVE_CUDNN
 #include <cudnn.h>
