@@ -177,6 +177,10 @@ def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None
 
         n_params = len(params)
         defaults = [p.default for p in params]
+        # Positional parameters with defaults trail the ones without (Python's rule): a call that
+        # passes at least the required ones positionally needs only the trailing defaults.
+        positional = all(p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+        n_required = sum(d is inspect.Parameter.empty for d in defaults) if positional else n_params
 
         def values_of(args: tuple) -> list:
             # Every parameter's value in order, defaults filled in. The common call passes them all
@@ -184,7 +188,7 @@ def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None
             # cost a fifth of the op's host time.
             if len(args) == n_params:
                 return list(args)
-            if len(args) < n_params and all(d is not inspect.Parameter.empty for d in defaults[len(args):]):
+            if n_required <= len(args) < n_params:
                 return list(args) + defaults[len(args):]
             bound = sig.bind(*args)  # raises the TypeError a wrong call deserves
             bound.apply_defaults()
