@@ -210,16 +210,21 @@ def _kernels(prof: Any):
             yield e
 
 
-def _kernel_table(prof: Any, top: int) -> list[dict]:
-    """The device kernels of a profile, summed by name, longest first."""
+def _summed(pairs: Any) -> list[tuple[str, float, int, float]]:
+    """(name, µs) pairs summed by name: (name, µs, calls, share of the total), longest first."""
     totals: dict[str, list[float]] = {}
-    for e in _kernels(prof):
-        t = totals.setdefault(e.name, [0.0, 0])
-        t[0] += e.time_range.elapsed_us()
+    for name, us in pairs:
+        t = totals.setdefault(name, [0.0, 0])
+        t[0] += us
         t[1] += 1
     all_us = sum(v[0] for v in totals.values()) or 1.0
-    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
-    return [{"kernel": k, "device_us": v[0], "calls": v[1], "share": v[0] / all_us} for k, v in rows]
+    return [(k, v[0], v[1], v[0] / all_us) for k, v in sorted(totals.items(), key=lambda kv: -kv[1][0])]
+
+
+def _kernel_table(prof: Any, top: int) -> list[dict]:
+    """The device kernels of a profile, summed by name, longest first."""
+    rows = _summed((e.name, e.time_range.elapsed_us()) for e in _kernels(prof))[:top]
+    return [{"kernel": k, "device_us": us, "calls": n, "share": sh} for k, us, n, sh in rows]
 
 
 def _kernel_us(prof: Any) -> float:
@@ -231,20 +236,17 @@ def _range_table(prof: Any, prefix: str, cuda: bool) -> list[dict]:
     """The host ranges whose names start with ``prefix`` (the block's sub-layers in the forward,
     autograd's nodes in the backward), summed by name: the device time of the kernels launched
     inside each, or with ``cuda`` False (a model on the CPU) its host time; longest first."""
-    totals: dict[str, list[float]] = {}
-    for e in prof.events():
-        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CPU or not e.name.startswith(prefix):
-            continue
-        name = e.name[len(prefix):]
-        # a custom op's autograd node: GeneratedBackwardFor_hopperkit_matmul_defaultBackward
-        if name.startswith("GeneratedBackwardFor_hopperkit_") and name.endswith("_defaultBackward"):
-            name = "hopperkit::" + name[len("GeneratedBackwardFor_hopperkit_"):-len("_defaultBackward")]
-        t = totals.setdefault(name, [0.0, 0])
-        t[0] += e.device_time_total if cuda else e.cpu_time_total
-        t[1] += 1
-    all_us = sum(v[0] for v in totals.values()) or 1.0
-    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])
-    return [{"range": k, "us": v[0], "calls": v[1], "share": v[0] / all_us} for k, v in rows]
+    def pairs():
+        for e in prof.events():
+            if getattr(e, "device_type", None) != torch.autograd.DeviceType.CPU or not e.name.startswith(prefix):
+                continue
+            name = e.name[len(prefix):]
+            # a custom op's autograd node: GeneratedBackwardFor_hopperkit_matmul_defaultBackward
+            if name.startswith("GeneratedBackwardFor_hopperkit_") and name.endswith("_defaultBackward"):
+                name = "hopperkit::" + name[len("GeneratedBackwardFor_hopperkit_"):-len("_defaultBackward")]
+            yield name, e.device_time_total if cuda else e.cpu_time_total
+
+    return [{"range": k, "us": us, "calls": n, "share": sh} for k, us, n, sh in _summed(pairs())]
 
 
 def _profile(model: Any, which: str, inp: dict, iters: int, top: int) -> dict:
