@@ -244,13 +244,17 @@ TEST(GemmFp8, DispatchChoosesProductionRungs) {
   hktest::expect_production_choice("gemm_fp8");
   auto& reg = hk::Registry::get();
   hk::GemmFp8Problem tensor(4096, 4096, 4096, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kTensor);
-  EXPECT_EQ(reg.pick(tensor).name(), "v02_wgmma_tensor_row");
+  EXPECT_EQ(reg.pick(tensor).name(), "v07_wgmma_in_flight");
   hk::GemmFp8Problem block(4096, 7168, 16384, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock);
-  EXPECT_EQ(reg.pick(block).name(), "v03_wgmma_block_scaled");
+  EXPECT_EQ(reg.pick(block).name(), "v07_wgmma_in_flight");
+  hk::GemmFp8Problem row(4096, 4096, 4096, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kRow);
+  EXPECT_EQ(reg.pick(row).name(), "v07_wgmma_in_flight");
+  for (const char* ladder : {"v02_wgmma_tensor_row", "v03_wgmma_block_scaled", "v06_cluster_multicast"})
+    EXPECT_FALSE(reg.variant("gemm_fp8", ladder)->is(hk::kFlagProduction)) << ladder;
   hk::GemmFp8Problem decode(64, 2112, 7168, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock);
   EXPECT_EQ(reg.pick(decode).name(), "v05_split_k");  // 17 tiles over 56 k-blocks
   hk::GemmFp8Problem short_k(64, 2112, 1024, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kTensor);
-  EXPECT_EQ(reg.pick(short_k).name(), "v02_wgmma_tensor_row");  // 8 k-blocks: not worth a split
+  EXPECT_EQ(reg.pick(short_k).name(), "v07_wgmma_in_flight");  // 8 k-blocks: not worth a split
   hk::GemmFp8Problem odd_k(17, 17, 1001, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kRow);
   EXPECT_EQ(reg.pick(odd_k).name(), "v04_aligned_pack");
   hk::GemmFp8Problem kn(128, 256, 512, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock, true);

@@ -99,11 +99,13 @@ def test_family_registered():
     assert "gemm_fp8" in hk.families()
     rungs = {v.name: v for v in hk.variants("gemm_fp8")}
     assert {"v01_dequant_naive", "baseline_cublaslt", "v02_wgmma_tensor_row", "v03_wgmma_block_scaled",
-            "v04_aligned_pack", "v05_split_k"} <= set(rungs)
+            "v04_aligned_pack", "v05_split_k", "v06_cluster_multicast", "v07_wgmma_in_flight"} <= set(rungs)
     assert "reference" in rungs["v01_dequant_naive"].flags
     assert "baseline" in rungs["baseline_cublaslt"].flags
-    for name in ("v02_wgmma_tensor_row", "v03_wgmma_block_scaled", "v04_aligned_pack", "v05_split_k"):
+    for name in ("v04_aligned_pack", "v05_split_k", "v07_wgmma_in_flight"):
         assert "production" in rungs[name].flags
+    for name in ("v02_wgmma_tensor_row", "v03_wgmma_block_scaled", "v06_cluster_multicast"):
+        assert "production" not in rungs[name].flags
 
 
 def test_matmul_fp8_numpy_is_a_type_error():

@@ -1,8 +1,9 @@
 // gemm_fp8/dispatch.cpp — which kernel hk::gemm_fp8 (and hk.matmul_fp8) runs, and why.
 //
 // Routes are tried in order; the first whose supports() accepts the problem runs. Every route is
-// a production rung. H200, 2026-12-02 (docs/gemm_fp8.md): v02 922 / 998 TFLOP/s per-tensor at
-// 4096^3 / 8192^3; v03 817 block-wise at 4096x7168x16384; v05 22.4 us at 64x2112x7168 (v03: 37.3).
+// a production rung. H200, 2026-12-02 (docs/gemm_fp8.md): v07 922 / 1000 TFLOP/s per-tensor at
+// 4096^3 / 8192^3 (v02 897 / 951), 919 block-wise at 4096x7168x16384 (v03 774); v05 22.4 us at
+// 64x2112x7168 (v03: 37.3).
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
 namespace hk {
@@ -16,13 +17,11 @@ std::vector<Route> gemm_fp8_dispatch(const GemmFp8Problem& p) {
     routes.push_back({"v05_split_k", "at most 32 output tiles over 16+ k-blocks: K split over the CTAs so that "
                                      "more than a quarter of the SMs stream A and B"});
   // Operands TMA reads as given (K-major, 16-byte rows and bases): FP8 wgmma with f32 promotion
-  // per 128-deep k-block, the scales where the scaling mode puts them.
-  if (p.scaling == Fp8Scaling::kBlock)
-    routes.push_back({"v03_wgmma_block_scaled", "K-major 16-byte rows, block-wise scales: FP8 wgmma with the scales "
-                                                "applied at each k-block's f32 promotion"});
-  else
-    routes.push_back({"v02_wgmma_tensor_row", "K-major 16-byte rows, per-tensor / row-wise scales: FP8 wgmma, "
-                                              "scales in the epilogue"});
+  // per 128-deep k-block, the next k-block's wgmma in flight during the promotion, the scales
+  // where the scaling mode puts them.
+  routes.push_back({"v07_wgmma_in_flight", "K-major 16-byte rows: FP8 wgmma, k-block kb+1 in flight while kb is "
+                                           "promoted (1.19x v03 block-wise at 4096x7168x16384, 1.05x v02 "
+                                           "per-tensor at 8192^3)"});
   // Everything else (K % 16 != 0, padded or unaligned rows, a [K, N] weight): one K-major copy of
   // the offending operand, then the routes above.
   routes.push_back({"v04_aligned_pack", "operands TMA cannot read K-major as given: copied once into 16-byte rows, "

@@ -100,10 +100,9 @@ std::string gemm_fp8_tma_supports(const GemmFp8Problem& p);
 // and 16 or more 128-deep k-blocks. The dispatch and the packing rung both ask.
 bool gemm_fp8_prefers_split_k(int64_t m, int64_t n, int64_t k);
 
-// The wgmma rungs' launchers (gemm_fp8/v02_wgmma_tensor_row.cu, v03_wgmma_block_scaled.cu,
-// v05_split_k.cu): the packing rung runs them on its K-major copies.
-void gemm_fp8_v02_launch(const GemmFp8Args& g, cudaStream_t stream);
-void gemm_fp8_v03_launch(const GemmFp8Args& g, cudaStream_t stream);
+// The launchers of the wgmma rungs the dispatch picks (gemm_fp8/v05_split_k.cu,
+// v07_wgmma_in_flight.cu): the packing rung runs them on its K-major copies.
 void gemm_fp8_v05_launch(const GemmFp8Args& g, cudaStream_t stream);
+void gemm_fp8_v07_launch(const GemmFp8Args& g, cudaStream_t stream);
 
 }  // namespace hk

@@ -1,5 +1,5 @@
-// gemm_fp8/hopper_fp8.cuh — the Hopper FP8 GEMM body that v02 (per-tensor / row-wise scales)
-// and v03 (block-wise scales) instantiate.
+// gemm_fp8/hopper_fp8.cuh — the Hopper FP8 GEMM body that v02 (per-tensor / row-wise scales),
+// v03 (block-wise scales), v05 (split-K), v06 (clusters) and v07 (wgmma in flight) instantiate.
 //
 // One CTA = one producer warpgroup (a single thread issues TMA) + two consumer warpgroups, each
 // computing 64 rows of a 128 x 128 tile of D with wgmma m64n128k32 (common/ptx/wgmma_fp8.cuh).
@@ -16,11 +16,21 @@
 // with the per-tensor or row-wise scales applied once in the epilogue. The two consumer
 // warpgroups run out of phase, so one's promotion overlaps the other's wgmma. The block scales
 // of a k-block are loaded (L2-resident, 2 + 1 floats per thread) while its wgmma runs.
+// kInFlight (v07): a second accumulator set `blk2` takes k-block kb + 1's wgmma while kb's is
+// promoted (wait_group 1 instead of 0), so a warpgroup's own tensor work no longer drains at
+// every k-block: 1.19x block-wise at 4096x7168x16384 (H200, 2026-12-02).
 //
 // Schedule: a persistent grid (one CTA per SM, at most one per tile) walks the tiles in groups
 // of kGroup 128-row panels of A (common/sched/tile_scheduler.hpp), so the CTAs running at once
 // share those panels and a few column panels of B in L2. The ring runs on across tiles: the
 // producer loads the next tile's first k-blocks while the consumers store the last one.
+//
+// Clusters (kCluster = 2, v06): two CTAs stacked along M compute vertically adjacent tiles that
+// share one N block. Each loads its own A tile and half of the B tile (64 of its 128 rows),
+// which TMA multicasts into both CTAs' slots, so a k-block costs each SM 24 KB of L2 traffic
+// instead of 32 KB. A slot is refilled only when the consumers of both CTAs have released it
+// (each consumer warp arrives on both CTAs' empty barriers); a partner past the last M block
+// loads the last real A block and stores nothing.
 //
 // Epilogue: d = acc * (sa[row] sb[col], tensor / row modes) + bias[col], rounded once to D's
 // dtype (bf16, f16, f32; read at run time) and stored from registers, 16 bytes per lane after a
@@ -35,11 +45,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <mutex>
-#include <set>
 
 #include "common/launch.cuh"
 #include "common/pipeline.cuh"
+#include "common/ptx/cluster.cuh"
 #include "common/ptx/mbarrier.cuh"
 #include "common/ptx/smem_desc.hpp"
 #include "common/ptx/tma.cuh"
@@ -177,11 +188,16 @@ __device__ __forceinline__ void add_tile(const GemmFp8Args& g, const float (&acc
 }
 
 // TA, TB: __nv_fp8_e4m3 or __nv_fp8_e5m2. kBlockScaled: block-wise scales applied at promotion
-// (else per-tensor / row-wise scales in the epilogue). CTA c computes units c, c + G, c + 2G, ...
-// (G = gridDim.x): tiles in the grouped order, each whole or (kSplitK) in sk.splits k-ranges.
-template <class TA, class TB, bool kBlockScaled, bool kSplitK = false>
+// (else per-tensor / row-wise scales in the epilogue). Cluster c (of kCluster CTAs; a CTA alone
+// without clusters) computes units c, c + G, c + 2G, ... (G clusters in the grid): tiles in the
+// grouped order, each whole or (kSplitK) in sk.splits k-ranges. B's tensor map has boxes of
+// kBlockN / kCluster rows.
+template <class TA, class TB, bool kBlockScaled, bool kSplitK = false, int kCluster = 1, bool kInFlight = false>
 __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b, const GemmFp8Args& g,
                                                const SplitK& sk = {}) {
+  constexpr int kC = kCluster;
+  static_assert(kC == 1 || kC == 2, "one CTA, or a pair sharing B");
+  static_assert(kC == 1 || !kSplitK, "split-K runs without clusters");
   extern __shared__ uint8_t hk_gemm_fp8_smem[];
   // NOTE: 128B-swizzled atoms must start 1024-byte aligned (descriptor base offset 0).
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(hk_gemm_fp8_smem));
@@ -192,8 +208,10 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
   using RingPos = PipelineState<kStages, int>;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  const auto sched = sched::TileScheduler::make((g.m + kBlockM - 1) / kBlockM, (g.n + kBlockN - 1) / kBlockN, 1, 1,
-                                                kGroup);
+  const uint32_t rank = kC > 1 ? ptx::cluster_ctarank() : 0;
+  const int64_t m_blocks = (g.m + kBlockM - 1) / kBlockM;
+  const auto sched = sched::TileScheduler::make(m_blocks, (g.n + kBlockN - 1) / kBlockN, 1, kC, kGroup);
+  const int64_t first_unit = blockIdx.x / kC, unit_step = gridDim.x / kC;
   const int k_blocks = static_cast<int>((g.k + kBlockK - 1) / kBlockK);
   const int splits = kSplitK ? sk.splits : 1;
   const int64_t units = sched.units() * splits;
@@ -201,32 +219,41 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
   auto unit = [&](int64_t u, int& kb0, int& kb1) {
     const int sp = static_cast<int>(u % splits);
     kb0 = static_cast<int>(int64_t(sp) * k_blocks / splits), kb1 = static_cast<int>(int64_t(sp + 1) * k_blocks / splits);
-    return sched.tile(u / splits, 0);
+    return sched.tile(u / splits, static_cast<int>(rank));
   };
 
   if (threadIdx.x == 0) {
-    ring.init(kConsumers * 4);  // empty[]: one release per consumer warp
+    ring.init(kConsumers * 4 * kC);  // empty[]: one release per consumer warp of every CTA
     ptx::prefetch_tensor_map(tma_a);
     ptx::prefetch_tensor_map(tma_b);
   }
-  __syncthreads();
+  if constexpr (kC > 1) ptx::cluster_sync();  // peers may arrive on our barriers from now on
+  else __syncthreads();
 
   if (wg == 0) {
     // ---- producer: one thread issues every TMA load ----
     ptx::setmaxnreg_dec<40>();
     if (t == 0) {
       RingPos it;
-      for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+      for (int64_t u = first_unit; u < units; u += unit_step) {
         int kb0, kb1;
         const sched::TileCoord tc = unit(u, kb0, kb1);
-        const int32_t m0 = static_cast<int32_t>(tc.m_block * kBlockM), n0 = static_cast<int32_t>(tc.n_block * kBlockN);
+        // A cluster partner past the last M block loads the last real block instead.
+        const int32_t m0 = static_cast<int32_t>(std::min<int64_t>(tc.m_block, m_blocks - 1) * kBlockM);
+        const int32_t n0 = static_cast<int32_t>(tc.n_block * kBlockN);
+        // This CTA's share of B: rows [nr, nr + 128 / kC) of the tile, at the same place in every
+        // CTA of the cluster (a share past N is clamped to n0: its columns are never stored).
+        constexpr int kBRows = kBlockN / kC;
+        const int32_t nr = n0 + int32_t(rank) * kBRows < g.n ? n0 + int32_t(rank) * kBRows : n0;
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it.stage();
           ring.producer_acquire(it);
-          ring.producer_expect_tx(it, kStageBytes);  // whole boxes: out-of-bounds bytes are zero-filled, still counted
+          ring.producer_expect_tx(it, kStageBytes);  // whole boxes (both shares of B): out-of-bounds bytes count too
           const int32_t k0 = kb * kBlockK;
           ptx::tma_load_3d(sa_tiles + s * kTileBytes, tma_a, k0, m0, 0, ring.full_barrier(it));  // box (128 K, 128 M)
-          ptx::tma_load_3d(sb_tiles + s * kTileBytes, tma_b, k0, n0, 0, ring.full_barrier(it));  // box (128 K, 128 N)
+          uint8_t* b_dst = sb_tiles + s * kTileBytes + rank * kBRows * kBlockK;                // box (128 K, kBRows N)
+          if constexpr (kC > 1) ptx::tma_load_3d_multicast(b_dst, tma_b, k0, nr, 0, ring.full_barrier(it), (1u << kC) - 1);
+          else ptx::tma_load_3d(b_dst, tma_b, k0, nr, 0, ring.full_barrier(it));
         }
       }
     }
@@ -237,8 +264,9 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
     const int w = t / 32, l = t % 32;
     float acc[kBlockN / 2];  // (64, 128) f32 running sums, fragment layout in wgmma.cuh
     float blk[kBlockN / 2];  // (64, 128) one k-block's wgmma accumulators
+    float blk2[kInFlight ? kBlockN / 2 : 1];  // kInFlight: the next k-block's, alternating with blk
     RingPos it;
-    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+    for (int64_t u = first_unit; u < units; u += unit_step) {
       int kb0, kb1;
       const sched::TileCoord tc = unit(u, kb0, kb1);
       const int64_t m_tile = tc.m_block * kBlockM + cw * 64;
@@ -250,30 +278,73 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
       const float* sa_r0 = g.sa + (r0 < g.m ? r0 : 0) * g.sa_s0;
       const float* sa_r1 = g.sa + (r1 < g.m ? r1 : 0) * g.sa_s0;
       const float* sb_n = g.sb + tc.n_block * g.sb_s0;
-      for (int kb = kb0; kb < kb1; ++kb, ++it) {
-        const int s = it.stage();
-        ring.consumer_wait(it);
+      // k-block kb: wait for its slot, issue its four wgmma into d, and fetch its block scales.
+      auto issue = [&](float (&d)[kBlockN / 2], RingPos pos, int kb, float& s0, float& s1) {
+        const int s = pos.stage();
+        ring.consumer_wait(pos);
         const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(sa_tiles + s * kTileBytes)) + cw * 8192;
         const uint32_t b_base = static_cast<uint32_t>(__cvta_generic_to_shared(sb_tiles + s * kTileBytes));
         ptx::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kBlockK / 32; ++kk)  // +32 bytes per k32 step inside the swizzled row
-          ptx::wgmma_m64n128k32_fp8<TA, TB>(blk, ptx::make_smem_desc_sw128(a_base + kk * 32, 16, 1024),
+          ptx::wgmma_m64n128k32_fp8<TA, TB>(d, ptx::make_smem_desc_sw128(a_base + kk * 32, 16, 1024),
                                             ptx::make_smem_desc_sw128(b_base + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
         ptx::wgmma_commit_group();
-        float s0 = 1.0f, s1 = 1.0f;
+        s0 = 1.0f, s1 = 1.0f;
         if constexpr (kBlockScaled) {
           const float sbv = __ldg(sb_n + kb * g.sb_s1);
           s0 = (r0 < g.m ? __ldg(sa_r0 + kb * g.sa_s1) : 0.0f) * sbv;
           s1 = (r1 < g.m ? __ldg(sa_r1 + kb * g.sa_s1) : 0.0f) * sbv;
         }
-        ptx::wgmma_wait_group<0>();
-        ptx::wgmma_fence_operands(blk);
-        if (l == 0) ring.consumer_release(it);  // this warp has read the slot
+      };
+      // After the wait that retired d's group: hand the slot back and promote d into acc.
+      auto promote = [&](float (&d)[kBlockN / 2], RingPos pos, float s0, float s1) {
+        ptx::wgmma_fence_operands(d);
+        // This warp has read the slot (wgmma.wait_group retired the reads): lane r tells CTA r.
+        if constexpr (kC == 1) {
+          if (l == 0) ring.consumer_release(pos);
+        } else if (l < kC) {
+          ring.consumer_release_peer(pos, l);
+        }
 #pragma unroll
         for (int i = 0; i < kBlockN / 2; ++i) {
-          if constexpr (kBlockScaled) acc[i] = fmaf(blk[i], (i & 2) ? s1 : s0, acc[i]);  // d[4j + 2h + c]: row h
-          else acc[i] += blk[i];
+          if constexpr (kBlockScaled) acc[i] = fmaf(d[i], (i & 2) ? s1 : s0, acc[i]);  // d[4j + 2h + c]: row h
+          else acc[i] += d[i];
+        }
+      };
+      if constexpr (!kInFlight) {
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
+          float s0, s1;
+          issue(blk, it, kb, s0, s1);
+          ptx::wgmma_wait_group<0>();
+          promote(blk, it, s0, s1);
+        }
+      } else {
+        // k-block kb + 1's wgmma runs while kb's sums are promoted: the two accumulator sets
+        // alternate (unrolled by two so that their registers stay static).
+        float s0a, s1a, s0b, s1b;
+        issue(blk, it, kb0, s0a, s1a);
+        int kb = kb0 + 1;
+        for (; kb + 1 < kb1; kb += 2) {
+          issue(blk2, it + 1, kb, s0b, s1b);
+          ptx::wgmma_wait_group<1>();
+          promote(blk, it, s0a, s1a);
+          issue(blk, it + 2, kb + 1, s0a, s1a);
+          ptx::wgmma_wait_group<1>();
+          promote(blk2, it + 1, s0b, s1b);
+          it = it + 2;
+        }
+        if (kb < kb1) {
+          issue(blk2, it + 1, kb, s0b, s1b);
+          ptx::wgmma_wait_group<1>();
+          promote(blk, it, s0a, s1a);
+          ptx::wgmma_wait_group<0>();
+          promote(blk2, it + 1, s0b, s1b);
+          it = it + 2;
+        } else {
+          ptx::wgmma_wait_group<0>();
+          promote(blk, it, s0a, s1a);
+          ++it;
         }
       }
       const int64_t n0 = tc.n_block * kBlockN;
@@ -283,36 +354,74 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
       else store_tile<__nv_bfloat16, kBlockScaled>(g, acc, m_tile, n0, t);
     }
   }
+  if constexpr (kC > 1) {
+    __syncwarp();
+    ptx::cluster_sync();  // no CTA leaves while a peer may still multicast into it or arrive on it
+  }
 }
 
 // ---- host side ----
 
 // A K-major fp8 matrix [rows, K] with `ld` bytes between rows, as a rank-3 map read in
-// (128 K, 128 rows) boxes with the 128-byte swizzle.
-inline CUtensorMap fp8_matrix_map(const void* base, int64_t rows, int64_t k, int64_t ld) {
+// (128 K, box_rows rows) boxes with the 128-byte swizzle.
+inline CUtensorMap fp8_matrix_map(const void* base, int64_t rows, int64_t k, int64_t ld, uint32_t box_rows = 128) {
   const uint64_t dims[3] = {uint64_t(k), uint64_t(rows), 1};
   const uint64_t strides[2] = {uint64_t(ld), uint64_t(ld * rows)};
-  const uint32_t box[3] = {kBlockK, 128, 1};
+  const uint32_t box[3] = {kBlockK, box_rows, 1};
   return ptx::make_tensor_map_3d(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-// A persistent grid: one CTA per SM (197 KB of shared memory each), at most one per work unit
-// (a tile, or with split-K a tile's k-range: `splits` per tile).
-template <class... Extra>
+// How many clusters of kCluster CTAs of `kernel` the device runs at once (the SMs for
+// kCluster = 1; GPCs with an odd SM count leave SMs unpaired), after the shared-memory opt-in;
+// computed once per kernel.
+template <int kCluster, class Kernel>
+int fp8_max_units(Kernel kernel) {
+  static std::mutex mu;
+  static std::map<const void*, int> known;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = known.find(reinterpret_cast<const void*>(kernel));
+  if (it != known.end()) return it->second;
+  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  int units = device_info().sm_count / kCluster;
+  if constexpr (kCluster > 1) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(kCluster * units);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    int clusters = 0;
+    HK_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    if (clusters > 0) units = clusters;
+  }
+  known.emplace(reinterpret_cast<const void*>(kernel), units);
+  return units;
+}
+
+// A persistent grid: one CTA per SM (197 KB of shared memory each) in clusters of kCluster, at
+// most one cluster per work unit (kCluster vertically adjacent tiles, or with split-K a tile's
+// k-range: `splits` per tile).
+template <int kCluster = 1, class... Extra>
 void launch_wgmma_fp8(void (*kernel)(CUtensorMap, CUtensorMap, GemmFp8Args, Extra...), const GemmFp8Args& g,
                       const char* name, cudaStream_t stream, int splits = 1, Extra... extra) {
-  {
-    static std::mutex mu;
-    static std::set<const void*> opted_in;  // the shared-memory opt-in, once per kernel
-    std::lock_guard<std::mutex> lock(mu);
-    if (opted_in.insert(reinterpret_cast<const void*>(kernel)).second)
-      HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  }
+  const int max_units = fp8_max_units<kCluster>(kernel);
   const CUtensorMap ma = fp8_matrix_map(g.a, g.m, g.k, g.a_s0);
-  const CUtensorMap mb = fp8_matrix_map(g.b, g.n, g.k, g.b_s0);
-  const int64_t units = ceil_div(g.m, kBlockM) * ceil_div(g.n, kBlockN) * splits;
-  const int grid = static_cast<int>(std::min<int64_t>(units, device_info().sm_count));
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(ma, mb, g, extra...);
+  const CUtensorMap mb = fp8_matrix_map(g.b, g.n, g.k, g.b_s0, kBlockN / kCluster);
+  const int64_t units = ceil_div(ceil_div(g.m, kBlockM), int64_t(kCluster)) * ceil_div(g.n, kBlockN) * splits;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(units, max_units) * kCluster));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  if constexpr (kCluster > 1) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+  }
+  HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, ma, mb, g, extra...));
   HK_CHECK_LAUNCH(name);
 }
 

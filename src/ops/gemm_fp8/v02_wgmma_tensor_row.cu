@@ -28,8 +28,6 @@ std::string gemm_fp8_v02_supports(const GemmFp8Problem& p) {
   return gemm_fp8_tma_supports(p);
 }
 
-}  // namespace
-
 void gemm_fp8_v02_launch(const GemmFp8Args& g, cudaStream_t stream) {
   if (g.scaling == Fp8Scaling::kBlock) HK_THROW(kNotSupported, "gemm_fp8/v02_wgmma_tensor_row: block-wise scales");
   gemm_fp8_impl::dispatch_fp8_pair(g.a_dtype, g.b_dtype, [&](auto ta, auto tb) {
@@ -37,9 +35,11 @@ void gemm_fp8_v02_launch(const GemmFp8Args& g, cudaStream_t stream) {
   });
 }
 
+}  // namespace
+
 HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v02_wgmma_tensor_row",
                     "TMA + 6-stage mbarrier ring + FP8 wgmma m64n128k32, f32 promotion per 128-deep k-block, "
                     "per-tensor / row-wise scales in the epilogue",
-                    90, kFlagProduction, gemm_fp8_v02_supports, gemm_fp8_v02_launch);
+                    90, kFlagNone, gemm_fp8_v02_supports, gemm_fp8_v02_launch);
 
 }  // namespace hk

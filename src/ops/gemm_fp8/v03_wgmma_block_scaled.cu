@@ -26,8 +26,6 @@ std::string gemm_fp8_v03_supports(const GemmFp8Problem& p) {
   return gemm_fp8_tma_supports(p);
 }
 
-}  // namespace
-
 void gemm_fp8_v03_launch(const GemmFp8Args& g, cudaStream_t stream) {
   if (g.scaling != Fp8Scaling::kBlock) HK_THROW(kNotSupported, "gemm_fp8/v03_wgmma_block_scaled: needs block-wise scales");
   gemm_fp8_impl::dispatch_fp8_pair(g.a_dtype, g.b_dtype, [&](auto ta, auto tb) {
@@ -35,8 +33,10 @@ void gemm_fp8_v03_launch(const GemmFp8Args& g, cudaStream_t stream) {
   });
 }
 
+}  // namespace
+
 HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v03_wgmma_block_scaled",
                     "v02 with DeepSeek-V3 block-wise scales (1x128 A, 128x128 B) in the per-k-block f32 promotion",
-                    90, kFlagProduction, gemm_fp8_v03_supports, gemm_fp8_v03_launch);
+                    90, kFlagNone, gemm_fp8_v03_supports, gemm_fp8_v03_launch);
 
 }  // namespace hk

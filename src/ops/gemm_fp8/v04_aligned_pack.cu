@@ -44,11 +44,10 @@ bool tma_ready(const void* p, int64_t s0, int64_t s1) {
 }
 
 // The TMA kernel the dispatch would pick for K-major operands: v05 for few tiles over a long K,
-// else v03 (block-wise) or v02.
+// else v07.
 void run_wgmma(const GemmFp8Args& q, cudaStream_t stream) {
   if (gemm_fp8_prefers_split_k(q.m, q.n, q.k)) gemm_fp8_v05_launch(q, stream);
-  else if (q.scaling == Fp8Scaling::kBlock) gemm_fp8_v03_launch(q, stream);
-  else gemm_fp8_v02_launch(q, stream);
+  else gemm_fp8_v07_launch(q, stream);
 }
 
 void gemm_fp8_v04_launch(const GemmFp8Args& g, cudaStream_t stream) {
