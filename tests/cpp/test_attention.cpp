@@ -397,12 +397,13 @@ TEST(AttentionDispatch, PicksByShape) {
     return reg.pick(p).name();
   };
   EXPECT_EQ(pick(64, false), "v05_wgmma_tma");
-  EXPECT_EQ(pick(128, false), "v05_wgmma_tma");
-  EXPECT_EQ(pick(128, false, 8), "v05_wgmma_tma");  // padded rows, still 16-byte multiples
-  // head dims that are multiples of 8 up to 128: v05 / v07 in place; others, and rows TMA cannot
-  // read: padded copies (v08)
-  EXPECT_EQ(pick(96, false), "v05_wgmma_tma");
-  EXPECT_EQ(pick(80, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(128, false), "v06_pingpong_overlap");  // above 64 columns: the warpgroups take turns
+  EXPECT_EQ(pick(128, false, 8), "v06_pingpong_overlap");  // padded rows, still 16-byte multiples
+  // head dims that are multiples of 8 up to 128: v05 / v06 / v07 in place; others, and rows TMA
+  // cannot read: padded copies (v08)
+  EXPECT_EQ(pick(96, false), "v06_pingpong_overlap");
+  EXPECT_EQ(pick(72, false), "v06_pingpong_overlap");
+  EXPECT_EQ(pick(80, false), "v06_pingpong_overlap");
   EXPECT_EQ(pick(32, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false, 3), "v08_padded_pack");
   EXPECT_EQ(pick(256, false), "v02_online_softmax");
@@ -420,7 +421,7 @@ TEST(AttentionDispatch, PicksByShape) {
   AttentionProblem one(1, 64, 64, 2, 2, 64, DType::kBF16);
   one.str_q.b = 3;  // batch of extent 1: its stride is never used
   EXPECT_EQ(reg.pick(one).name(), "v05_wgmma_tma");
-  EXPECT_FALSE(reg.variant("attention", "v06_pingpong_overlap")->is(hk::kFlagProduction));
+  EXPECT_TRUE(reg.variant("attention", "v06_pingpong_overlap")->is(hk::kFlagProduction));
   AttentionProblem misaligned(1, 64, 64, 2, 2, 64, DType::kBF16);
   misaligned.align_bytes = 4;
   EXPECT_EQ(reg.pick(misaligned).name(), "v08_padded_pack");

@@ -213,8 +213,8 @@ TEST(Registry, EveryFamilyHasBenchProblems) {
 TEST(Threads, ATmaLaunchMayBeAThreadsFirstCudaCall) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
-  const std::set<std::string> tma = {"gemm/v18_stream_k_tail", "attention/v05_wgmma_tma", "attention/v07_intra_wg_overlap",
-                                     "gemm_fp8/v02_wgmma_tensor_row", "gemm_fp8/v03_wgmma_block_scaled"};
+  const std::set<std::string> tma = {"gemm/v18_stream_k_tail", "attention/v05_wgmma_tma",
+                                     "attention/v06_pingpong_overlap", "gemm_fp8/v07_wgmma_in_flight"};
   auto& reg = hk::Registry::get();
   for (const char* family : {"gemm", "attention", "gemm_fp8"}) {
     const hk::Variant* v = nullptr;

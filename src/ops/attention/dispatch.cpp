@@ -1,12 +1,12 @@
 // attention/dispatch.cpp — which production rung serves a public attention call.
 //
-// Forward: the TMA + wgmma kernel (v05) for D a multiple of 8 up to 128 with TMA-describable
-// q, k, v; other D up to 128 or operands in other strides through v08, which copies them with D
-// zero-padded and runs v05 on the copies; the FlashAttention-2 tensor-core kernel (v03) where it
-// runs and v05 does not; else the general CUDA-core online-softmax rung (v02: any D, any strides:
-// D > 128 and f32). v06 (v05 with
-// FlashAttention-3's ping-pong and intra-warpgroup overlap) measured slower than v05 on every
-// bench shape and stays a ladder rung.
+// Forward: above 64 columns (the 128-column tile: D = 72 ... 128) at fixed lengths, v06 (v05 with
+// FlashAttention-3's ping-pong between the consumer warpgroups and S(n + 1) issued with PV(n));
+// else the TMA + wgmma kernel (v05) for D a multiple of 8 up to 128 with TMA-describable q, k, v
+// (variable length included); other D up to 128 or operands in other strides through v08, which
+// copies them with D zero-padded and runs v06 / v05 on the copies; the FlashAttention-2
+// tensor-core kernel (v03) where it runs and v05 does not; else the general CUDA-core
+// online-softmax rung (v02: any D, any strides: D > 128 and f32).
 // Backward: the TMA + wgmma backward (v07) for D a multiple of 8 up to 128 with TMA-describable
 // operands, other D up to 128 through v08's padded copies (v04's at D <= 96 for variable
 // length); the
@@ -19,16 +19,27 @@ namespace hk {
 namespace {
 
 std::vector<Route> attention_dispatch(const AttentionProblem& p) {
-  // H200, 2026-12-01, bf16, 16k tokens: v05 400 / 319 TFLOP/s at S = 2048, D = 64 (causal: the
-  // second), 559 at S = 4096, D = 128; v03 106 / 98 and 122; v06 303 / 259 and 431.
-  // Backward, H200, 2026-12-02, bf16, B4 S4096 H16 D128: v07 390 TFLOP/s, v04 106.
-  if (!p.backward)
-    return {{"v05_wgmma_tma", "D a multiple of 8 up to 128, TMA-describable q, k, v: wgmma with P from registers, "
-                              "3.7x v03 at S = 2048, D = 64"},
-            {"v08_padded_pack", "other D up to 128, or rows TMA cannot read: copies with D zero-padded, v05 on them "
-                                "(a 2.7B-sized block's D = 80 ran on CUDA cores before: 110x slower)"},
-            {"v03_fa2_mma_sync", "tensor cores: mma.sync m16n8k16 for Q K^T and P V, online softmax in registers"},
-            {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, one pass over K/V)"}};
+  // H200, 2026-12-02, bf16, 16k tokens, one process: D = 128 at S = 4096, v06 659 TFLOP/s and v05
+  // 569 (causal: 538 and 463); D = 64, v06 402 / 320 and v05 399 / 312 at S = 2048 (causal: the
+  // second), 260 and 278 at S = 512: v06 gains only where the PV GEMM is as long as QK^T's.
+  // v03 106 / 98 at S = 2048, D = 64. Backward, H200, 2026-12-02, bf16, B4 S4096 H16 D128: v07
+  // 390 TFLOP/s, v04 106.
+  if (!p.backward) {
+    std::vector<Route> routes;
+    if (p.head_dim > 64)
+      routes.push_back({"v06_pingpong_overlap", "D above 64 (128-column tile), fixed lengths: the warpgroups take "
+                                                "turns at the MMAs, 1.16x v05 at S = 4096, D = 128"});
+    routes.insert(routes.end(),
+                  {{"v05_wgmma_tma", "D a multiple of 8 up to 128, TMA-describable q, k, v: wgmma with P from "
+                                     "registers, 3.7x v03 at S = 2048, D = 64"},
+                   {"v08_padded_pack", "other D up to 128, or rows TMA cannot read: copies with D zero-padded, "
+                                       "v06 / v05 on them (a 2.7B-sized block's D = 80 ran on CUDA cores before: "
+                                       "110x slower)"},
+                   {"v03_fa2_mma_sync", "tensor cores: mma.sync m16n8k16 for Q K^T and P V, online softmax in "
+                                        "registers"},
+                   {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, one pass over K/V)"}});
+    return routes;
+  }
   return {{"v07_wgmma_backward", "D a multiple of 8 up to 128, TMA-describable operands: wgmma with P^T and dS^T "
                                  "from registers, "
                                  "K/V resident per 128 keys, dQ by f32 vector reductions: 390 TFLOP/s, 3.7x v04 at "

@@ -15,7 +15,9 @@
 // A consumer releases a K slot as soon as its S is computed and a V slot once its PV retired.
 // Policy switches (see the rung files):
 //   kIntraWgOverlap  issue S of block n + 1 together with PV of block n, so the softmax of n + 1
-//                    runs while PV(n) does; only O's rescale waits for it
+//                    runs while PV(n) does; only O's rescale waits for it. NOTE: ptxas moves
+//                    PV(n)'s wait above that softmax (ptxas 12.9-13.5, SASS checked): the overlap
+//                    is in the source, not in the machine code; the turns below are what pays
 //   kPingpong        the two consumer warpgroups take turns issuing their GEMMs (named
 //                    barriers), so one's softmax overlaps the other's MMAs
 // Variable length (thd, for policies with kThd): the maps span the packed tensors and a CTA
@@ -411,19 +413,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   } else if (n_lo < n_hi) {
     // S of block n + 1 is issued with PV of block n: the softmax of n + 1 runs while PV(n) does;
     // only O's rescale waits for it. Between a wgmma's issue and its wait the code has no branch
-    // (ptxas serializes wgmma across one): the barrier waits come before the issue, the range
-    // test is applied to every block (whole blocks get an unbounded range), and a turn is passed
-    // after every issue (warpgroup 1's last pass is one arrival nobody waits for).
-    const KeyRange all_keys{INT64_MIN / 2, INT64_MAX / 2};
-    auto range_for = [&](int n, KeyRange (&r)[2]) {
-      const bool whole = whole_block<C::kBlockM, kBlockN>(p, m0, n);
-      r[0] = whole ? all_keys : keys[0];
-      r[1] = whole ? all_keys : keys[1];
-    };
-    KeyRange r[2];
+    // (ptxas serializes wgmma across one): the barrier waits come before the issue, and the
+    // blocks are walked in three loops — those the mask cuts before the blocks every row sees
+    // whole, those, and the ones the mask cuts after them — each with its softmax compiled for
+    // its kind, so the range test runs only where a key can be masked. A turn is passed after
+    // every issue (warpgroup 1's last pass is one arrival nobody waits for).
     if constexpr (C::kPingpong)
       if (cw == 1) ptx::named_barrier_arrive(1, 256);  // warpgroup 0 issues first
-    range_for(n_lo, r);
     turn_wait<C>(cw);
     kring.consumer_wait(st);
     ptx::wgmma_fence();
@@ -433,12 +429,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::wgmma_wait_group<0>();
     ptx::wgmma_fence_operands(s);
     kring.consumer_release(st);
-    online_softmax<kBlockN, true, kSoftcap>(p, s, n_lo * kBlockN + key_lane, r, row_max, row_sum, scale_o);
+    online_softmax<kBlockN, true, kSoftcap>(p, s, n_lo * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
     pack_p<T, kBlockN>(s, pa);
     PipelineState<kStages> sv = st;
     ++st;
-    for (int n = n_lo + 1; n < n_hi; ++n, ++st) {
-      range_for(n, r);
+    // One block n > n_lo: S(n) issued with PV(n - 1).
+    auto step = [&]<bool kMask>(int n) {
       turn_wait<C>(cw);
       kring.consumer_wait(st);
       vring.consumer_wait(sv);
@@ -451,14 +447,28 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::wgmma_wait_group<1>();
       ptx::wgmma_fence_operands(s);
       kring.consumer_release(st);
-      online_softmax<kBlockN, true, kSoftcap>(p, s, n * kBlockN + key_lane, r, row_max, row_sum, scale_o);
+      online_softmax<kBlockN, kMask, kSoftcap>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operands(o);
       vring.consumer_release(sv);
       scale_rows<kD>(o, scale_o);
       pack_p<T, kBlockN>(s, pa);
       sv = st;
+      ++st;
+    };
+    // The blocks every row of the tile sees whole: [ceil(lo of the last row / N), (hi of the
+    // first row + 1) / N), clamped to the blocks after n_lo.
+    int whole_lo, whole_hi;
+    {
+      const int last = min(m0 + C::kBlockM, p.seqlen_q) - 1;
+      const KeyRange first_row = attn_key_range(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+      const KeyRange last_row = attn_key_range(last, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+      whole_lo = min(max(static_cast<int>((last_row.lo + kBlockN - 1) / kBlockN), n_lo + 1), n_hi);
+      whole_hi = min(max(static_cast<int>((first_row.hi + 1) / kBlockN), whole_lo), n_hi);
     }
+    for (int n = n_lo + 1; n < whole_lo; ++n) step.template operator()<true>(n);
+    for (int n = whole_lo; n < whole_hi; ++n) step.template operator()<false>(n);
+    for (int n = whole_hi; n < n_hi; ++n) step.template operator()<true>(n);
     vring.consumer_wait(sv);
     ptx::wgmma_fence();
     issue_pv<T, C>(o, pa, v_addr(sv));

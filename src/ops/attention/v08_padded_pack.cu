@@ -5,7 +5,7 @@
 // and v04 D in {32, 64, 96, 128}; a q sliced from a fused QKV with rows of an odd length, a head
 // dim of 37, or the backward of a variable-length batch (which v07 does not take) at D = 80 fell
 // to v02's CUDA cores. Here q, k, v (and, backward, o and dout) are copied once into contiguous
-// scratch with D zero-padded (to a multiple of 8 for v05 / v07; for v04, to 32, 64, 96 or 128),
+// scratch with D zero-padded (to a multiple of 8 for v05 / v06 / v07; for v04, to 32, 64, 96 or 128),
 // and the chosen rung runs on the copies; o (backward: dq, dk, dv) comes back through scratch,
 // its first D columns copied to the caller's strides. lse is passed through: its layout does not
 // depend on D. Zero columns change nothing: q.k over the padded dims adds zeros, so S, P and lse
@@ -96,7 +96,7 @@ AttentionProblem padded(const AttentionProblem& p, int64_t dp) {
   return q;
 }
 
-// The padded head dim and the rung that serves it: the Hopper rung (v05 forward, v07 backward)
+// The padded head dim and the rung that serves it: the Hopper rung (v06 / v05 forward, v07 backward)
 // at D rounded up to a multiple of 8 (its rule), else an mma.sync rung (v03, v04) at the
 // smallest of 32, 64, 96, 128 that holds D. Each is asked directly, not through the dispatch,
 // which lists this rung.
@@ -105,12 +105,16 @@ struct Plan {
   const Variant* inner = nullptr;
 };
 const Variant* rung(const char* name) { return Registry::get().variant("attention", name); }
-const Variant* hopper_rung(const AttentionProblem& p) {
-  return rung(p.backward ? "v07_wgmma_backward" : "v05_wgmma_tma");
+// The Hopper rung the dispatch gives a problem like p with head dim d: v07 backward; forward v06
+// above 64 columns where it runs (fixed lengths), else v05.
+const Variant* hopper_rung(const AttentionProblem& p, int64_t d) {
+  if (p.backward) return rung("v07_wgmma_backward");
+  if (const Variant* v = rung("v06_pingpong_overlap"); d > 64 && v && v->supports(padded(p, d)).empty()) return v;
+  return rung("v05_wgmma_tma");
 }
 Plan plan(const AttentionProblem& p) {
   const int64_t d8 = ceil_div(p.head_dim, 8) * 8;
-  if (const Variant* v = hopper_rung(p); v && v->supports(padded(p, d8)).empty()) return {d8, v};
+  if (const Variant* v = hopper_rung(p, d8); v && v->supports(padded(p, d8)).empty()) return {d8, v};
   const Variant* mma = rung(p.backward ? "v04_fa2_backward" : "v03_fa2_mma_sync");
   for (int64_t dp : {32, 64, 96, 128})
     if (dp >= p.head_dim && mma && mma->supports(padded(p, dp)).empty()) return {dp, mma};
@@ -120,7 +124,7 @@ Plan plan(const AttentionProblem& p) {
 std::string attention_v08_supports(const AttentionProblem& p) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "bf16 or f16 only (the tensor-core rungs' dtypes)";
   if (p.head_dim > 128) return "D = " + std::to_string(p.head_dim) + ": the tensor-core rungs stop at 128";
-  if (const Variant* v = hopper_rung(p); v && v->supports(p).empty())
+  if (const Variant* v = hopper_rung(p, p.head_dim); v && v->supports(p).empty())
     return v->name() + " takes this problem as it is: nothing to pack";
   const Plan pl = plan(p);
   if (!pl.inner) return "no tensor-core rung takes the padded problem either";
