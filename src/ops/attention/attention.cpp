@@ -950,12 +950,16 @@ class AttentionFamily final : public Family {
     shapes.push_back({2, 129, 129, 4, 2, 64, false, -1, -1, 0, 0, L::kBSHD, 8});
     shapes.push_back({1, 129, 200, 2, 1, 128, true, -1, -1, 0, 0, L::kBHSD, 24});
     shapes.push_back({1, 100, 100, 2, 1, 64, false, -1, -1, 0, 0, L::kBSHD, 3});  // rows not 16-byte multiples
+    shapes.push_back({1, 200, 300, 2, 1, 80, true, -1, -1, 0, 0, L::kBSHD, 3});    // the same, D = 80 (copies, v06)
     // sliding windows, with and without causal, Sq != Sk
     shapes.push_back({1, 300, 300, 2, 1, 64, false, 16, 0});
     shapes.push_back({1, 300, 300, 2, 1, 128, false, 32, 8});
     shapes.push_back({1, 129, 300, 2, 2, 64, true, 64, -1});
     shapes.push_back({1, 300, 129, 2, 1, 64, false, -1, 4});
     shapes.push_back({1, 200, 200, 2, 1, 64, false, 0, 0});  // the diagonal alone
+    // a tile whose key blocks are cut by the window, whole, then cut by the diagonal (rows
+    // 512..639 walk blocks 1 / 2 masked, 3 whole, 4 masked)
+    shapes.push_back({1, 640, 640, 2, 1, 128, true, 300, -1});
     // softcap (large scores through scale = 1 make tanh matter), and an explicit scale
     shapes.push_back({1, 129, 129, 2, 1, 64, true, -1, -1, 1.5, 1.0});
     shapes.push_back({1, 128, 300, 4, 2, 128, false, -1, -1, 30.0});

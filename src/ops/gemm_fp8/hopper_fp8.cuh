@@ -198,6 +198,7 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
   constexpr int kC = kCluster;
   static_assert(kC == 1 || kC == 2, "one CTA, or a pair sharing B");
   static_assert(kC == 1 || !kSplitK, "split-K runs without clusters");
+  static_assert(!kInFlight || !kSplitK, "the in-flight loop issues k-block kb0 unconditionally: no empty ranges");
   extern __shared__ uint8_t hk_gemm_fp8_smem[];
   // NOTE: 128B-swizzled atoms must start 1024-byte aligned (descriptor base offset 0).
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(hk_gemm_fp8_smem));
