@@ -318,6 +318,10 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   EXPECT_EQ(pick(32, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(40, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(37, false), "v08_padded_pack");  // copies padded to 40 for v05
+  EXPECT_EQ(pick(256, false), "v05_wgmma_tma");    // the 256-column tile
+  EXPECT_EQ(pick(200, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(201, false), "v08_padded_pack");
+  EXPECT_EQ(pick(256, true), "v02_online_softmax");  // v04, the thd backward, stops at 128
   EXPECT_EQ(pick(64, true), "v04_fa2_backward");  // v07 takes no thd
   EXPECT_EQ(pick(96, true), "v04_fa2_backward");  // v04 takes D = 96 as it is: nothing to pack
   EXPECT_EQ(pick(80, true), "v08_padded_pack");   // padded to 96 for v04
@@ -406,7 +410,12 @@ TEST(AttentionDispatch, PicksByShape) {
   EXPECT_EQ(pick(80, false), "v06_pingpong_overlap");
   EXPECT_EQ(pick(32, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(128, false, 3), "v08_padded_pack");
-  EXPECT_EQ(pick(256, false), "v02_online_softmax");
+  // the 256-column tile: D = 136 ... 256 in place, other D up to 256 padded
+  EXPECT_EQ(pick(256, false), "v06_pingpong_overlap");
+  EXPECT_EQ(pick(192, false), "v06_pingpong_overlap");
+  EXPECT_EQ(pick(256, false, 3), "v08_padded_pack");
+  EXPECT_EQ(pick(250, false), "v08_padded_pack");
+  EXPECT_EQ(pick(264, false), "v02_online_softmax");
   EXPECT_EQ(pick(37, false), "v08_padded_pack");
   EXPECT_EQ(pick(64, true), "v07_wgmma_backward");
   EXPECT_EQ(pick(128, true), "v07_wgmma_backward");
@@ -415,7 +424,10 @@ TEST(AttentionDispatch, PicksByShape) {
   EXPECT_EQ(pick(80, true), "v07_wgmma_backward");
   EXPECT_EQ(pick(37, true), "v08_padded_pack");
   EXPECT_EQ(pick(80, true, 3), "v08_padded_pack");
-  EXPECT_EQ(pick(256, true), "v02_online_softmax");
+  EXPECT_EQ(pick(256, true), "v07_wgmma_backward");  // the 256-column tile: dK, dV split by columns
+  EXPECT_EQ(pick(136, true), "v07_wgmma_backward");
+  EXPECT_EQ(pick(250, true), "v08_padded_pack");
+  EXPECT_EQ(pick(264, true), "v02_online_softmax");
   AttentionProblem f32(2, 1000, 1000, 8, 2, 80, DType::kF32);
   EXPECT_EQ(reg.pick(f32).name(), "v02_online_softmax");
   AttentionProblem one(1, 64, 64, 2, 2, 64, DType::kBF16);
@@ -667,7 +679,7 @@ TEST(AttentionPublic, LayoutsThroughStrides) {
 TEST(AttentionPublic, DeterministicBackwardIsBitwiseRepeatable) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
-  for (int64_t d : {64, 128, 48}) {
+  for (int64_t d : {64, 128, 48, 256}) {
     auto p = std::make_shared<AttentionProblem>(2, 600, 600, 8, 2, d, DType::kBF16, true);
     p->causal = true;
     p->deterministic = true;

@@ -68,6 +68,12 @@ std::vector<Shape> shapes() {
       {1, 200, 330, 4, 1, 128, true, -1, -1, 0, 0, f16},
       {2, 200, 330, 4, 1, 128, true, -1, -1, 0, 0, bf16, 8, L::kBHSD},   // padded rows, bhsd
       {1, 129, 257, 8, 2, 64, false, -1, -1, 0, 0, bf16, 24, L::kBSHD},  // padded rows
+      // the 256-column tile: 64 keys per CTA, dK / dV / dQ columns split between the warpgroups
+      {1, 400, 520, 4, 1, 256, true},                           // GQA 4:1, 7 query x 9 key blocks
+      {2, 333, 270, 8, 2, 256, false, 100, 20},                 // window, Sq > Sk
+      {1, 256, 384, 2, 2, 256, false, -1, -1, 8.0, 0.5},        // softcap, large scores
+      {1, 200, 330, 4, 1, 192, true, -1, -1, 0, 0, f16},        // D = 192: a whole chunk zero-filled
+      {1, 200, 330, 4, 1, 136, true, -1, -1, 0, 0, bf16, 8, L::kBHSD},  // D = 136, padded rows, bhsd
   };
 }
 
@@ -100,8 +106,8 @@ TEST(AttentionV07, SupportsAndDispatch) {
     EXPECT_NE(why.find(part), std::string::npos) << p.key() << ": \"" << why << "\"";
   };
   declined(AttentionProblem(1, 64, 64, 2, 2, 64, DType::kBF16, false), "backward only");
-  declined(AttentionProblem(1, 64, 64, 2, 2, 100, DType::kBF16, true), "multiple of 8 up to 128");
-  declined(AttentionProblem(1, 64, 64, 2, 2, 136, DType::kF16, true), "multiple of 8 up to 128");
+  declined(AttentionProblem(1, 64, 64, 2, 2, 100, DType::kBF16, true), "multiple of 8 up to 256");
+  declined(AttentionProblem(1, 64, 64, 2, 2, 264, DType::kF16, true), "multiple of 8 up to 256");
   declined(AttentionProblem(1, 64, 64, 2, 2, 64, DType::kF32, true), "bf16 or f16");
   declined(AttentionProblem(1, 64, 0, 2, 2, 64, DType::kBF16, true), "empty");
   AttentionProblem rows3(1, 100, 100, 2, 1, 64, DType::kBF16, true);
@@ -136,7 +142,7 @@ TEST(AttentionV07, DeterministicIsBitwiseRepeatable) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
   for (const Shape& s : {Shape{2, 520, 520, 8, 2, 64, true}, Shape{1, 450, 700, 8, 2, 128, false},
-                         Shape{1, 100, 500, 4, 1, 64, false, 10, -1}})
+                         Shape{1, 100, 500, 4, 1, 64, false, 10, -1}, Shape{1, 450, 700, 8, 2, 256, true}})
   {
     auto p = make(s, true);
     hk::bench::Case c(p, 77);

@@ -211,7 +211,7 @@ def test_bhsd_views_and_bottom_right_causal(cuda):
     torch.testing.assert_close(o2, o.transpose(1, 2), atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("d", [64, 128, 48])
+@pytest.mark.parametrize("d", [64, 128, 48, 256, 200])
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_backward_matches_sdpa_autograd(cuda, d, deterministic):
     import torch
@@ -394,7 +394,7 @@ def torch_varlen_arrays(cuda, lens_q, lens_k, hq, hkv, d, dtype, requires_grad=F
     return q, k, v, cu_q, cu_k
 
 
-@pytest.mark.parametrize("d", [64, 128, 96, 40])
+@pytest.mark.parametrize("d", [64, 128, 96, 40, 256])
 @pytest.mark.parametrize("causal", [False, True])
 def test_varlen_matches_per_sequence_attention(cuda, d, causal):
     import torch
@@ -458,7 +458,7 @@ def test_varlen_opcheck_and_compile(cuda):
 
 @pytest.mark.parametrize("sq,sk", [(300, 300), (77, 300), (300, 77), (1, 129)])
 @pytest.mark.parametrize("is_causal", [False, True])
-@pytest.mark.parametrize("d", [64, 128, 40])
+@pytest.mark.parametrize("d", [64, 128, 40, 256])
 def test_sdpa_matches_torch_sdpa(cuda, sq, sk, is_causal, d):
     import torch
     F = torch.nn.functional

@@ -964,6 +964,15 @@ class AttentionFamily final : public Family {
     shapes.push_back({1, 129, 129, 2, 1, 64, true, -1, -1, 1.5, 1.0});
     shapes.push_back({1, 128, 300, 4, 2, 128, false, -1, -1, 30.0});
     shapes.push_back({1, 129, 129, 2, 1, 96, false, -1, -1, 0, 0.3});
+    // the 256-column tile (64-key blocks): causal across several blocks and tiles, a window with
+    // GQA, D = 192 and 136 (whole 64-column chunks past D, zero-filled by TMA), softcap, padded
+    // bhsd rows, and D = 250 (copies padded to 256)
+    shapes.push_back({1, 300, 300, 2, 1, 256, true});
+    shapes.push_back({2, 200, 333, 4, 2, 256, false, 100, 30});
+    shapes.push_back({1, 129, 200, 2, 1, 192, false});
+    shapes.push_back({1, 129, 129, 2, 1, 136, true, -1, -1, 30.0});
+    shapes.push_back({1, 300, 300, 2, 1, 256, true, -1, -1, 0, 0, L::kBHSD, 8});
+    shapes.push_back({1, 100, 170, 2, 1, 250, false});
     // f16
     for (TestShape t : std::vector<TestShape>{{2, 129, 129, 4, 2, 64, true}, {1, 300, 128, 2, 1, 128, false},
                                               {1, 129, 129, 2, 1, 7, true}, {1, 129, 129, 2, 1, 256, false}}) {
@@ -977,7 +986,7 @@ class AttentionFamily final : public Family {
     }
     // deterministic backward on a few shapes (the dq accumulation without atomics)
     for (TestShape t : std::vector<TestShape>{{2, 300, 300, 8, 2, 64, true}, {1, 129, 257, 2, 1, 128, false},
-                                              {1, 200, 200, 2, 1, 37, false}})
+                                              {1, 200, 200, 2, 1, 37, false}, {2, 200, 333, 4, 2, 256, true}})
       out.push_back(make(t, true, true));
     // variable length (thd): empty and one-row sequences, lengths around the 64/128-row tiles and
     // off them, Sq != Sk per sequence both ways (bottom-right aligned per sequence: a sequence
@@ -999,6 +1008,7 @@ class AttentionFamily final : public Family {
         {{300}, {300}, 2, 1, 64, true},
         {{0, 5}, {0, 9}, 2, 1, 32, false},
         {{64, 1, 127}, {64, 1, 127}, 2, 1, 256, true},
+        {{113, 203}, {113, 203}, 2, 2, 256, true},
     };
     VarlenShape f16{mix, mix, 4, 2, 128, true};
     f16.dtype = DType::kF16;

@@ -1,14 +1,14 @@
 // attention/dispatch.cpp — which production rung serves a public attention call.
 //
-// Forward: above 64 columns (the 128-column tile: D = 72 ... 128) at fixed lengths, v06 (v05 with
-// FlashAttention-3's ping-pong between the consumer warpgroups and S(n + 1) issued with PV(n));
-// else the TMA + wgmma kernel (v05) for D a multiple of 8 up to 128 with TMA-describable q, k, v
-// (variable length included); other D up to 128 or operands in other strides through v08, which
+// Forward: above 64 columns (the 128- and 256-column tiles: D = 72 ... 256) at fixed lengths, v06
+// (v05 with FlashAttention-3's ping-pong between the consumer warpgroups and S(n + 1) issued with
+// PV(n)); else the TMA + wgmma kernel (v05) for D a multiple of 8 up to 256 with TMA-describable
+// q, k, v (variable length included); other D up to 256 or operands in other strides through v08, which
 // copies them with D zero-padded and runs v06 / v05 on the copies; the FlashAttention-2
 // tensor-core kernel (v03) where it runs and v05 does not; else the general CUDA-core
-// online-softmax rung (v02: any D, any strides: D > 128 and f32).
-// Backward: the TMA + wgmma backward (v07) for D a multiple of 8 up to 128 with TMA-describable
-// operands, other D up to 128 through v08's padded copies (v04's at D <= 96 for variable
+// online-softmax rung (v02: any D, any strides: D > 256 and f32).
+// Backward: the TMA + wgmma backward (v07) for D a multiple of 8 up to 256 with TMA-describable
+// operands, other D up to 256 through v08's padded copies (v04's at D <= 96 for variable
 // length); the
 // FlashAttention-2 tensor-core backward (v04, D in {32, 64, 96, 128}, 16-byte rows; atomic dQ
 // by default, a separate dQ pass when deterministic), else v02's CUDA-core backward
@@ -27,12 +27,12 @@ std::vector<Route> attention_dispatch(const AttentionProblem& p) {
   if (!p.backward) {
     std::vector<Route> routes;
     if (p.head_dim > 64)
-      routes.push_back({"v06_pingpong_overlap", "D above 64 (128-column tile), fixed lengths: the warpgroups take "
+      routes.push_back({"v06_pingpong_overlap", "D above 64 (128- and 256-column tiles), fixed lengths: the warpgroups take "
                                                 "turns at the MMAs, 1.16x v05 at S = 4096, D = 128"});
     routes.insert(routes.end(),
-                  {{"v05_wgmma_tma", "D a multiple of 8 up to 128, TMA-describable q, k, v: wgmma with P from "
+                  {{"v05_wgmma_tma", "D a multiple of 8 up to 256, TMA-describable q, k, v: wgmma with P from "
                                      "registers, 3.7x v03 at S = 2048, D = 64"},
-                   {"v08_padded_pack", "other D up to 128, or rows TMA cannot read: copies with D zero-padded, "
+                   {"v08_padded_pack", "other D up to 256, or rows TMA cannot read: copies with D zero-padded, "
                                        "v06 / v05 on them (a 2.7B-sized block's D = 80 ran on CUDA cores before: "
                                        "110x slower)"},
                    {"v03_fa2_mma_sync", "tensor cores: mma.sync m16n8k16 for Q K^T and P V, online softmax in "
@@ -40,11 +40,11 @@ std::vector<Route> attention_dispatch(const AttentionProblem& p) {
                    {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, one pass over K/V)"}});
     return routes;
   }
-  return {{"v07_wgmma_backward", "D a multiple of 8 up to 128, TMA-describable operands: wgmma with P^T and dS^T "
+  return {{"v07_wgmma_backward", "D a multiple of 8 up to 256, TMA-describable operands: wgmma with P^T and dS^T "
                                  "from registers, "
                                  "K/V resident per 128 keys, dQ by f32 vector reductions: 390 TFLOP/s, 3.7x v04 at "
                                  "B4 S4096 H16 D128 (H200, 2026-12-02)"},
-          {"v08_padded_pack", "other D up to 128, or rows TMA cannot read: copies with D zero-padded, v07 on them "
+          {"v08_padded_pack", "other D up to 256, or rows TMA cannot read: copies with D zero-padded, v07 on them "
                               "(v04 for variable length)"},
           {"v04_fa2_backward", "tensor cores: P recomputed from lse, dK/dV per 64-key block, dQ by f32 atomics "
                                "(deterministic: a separate dQ pass)"},

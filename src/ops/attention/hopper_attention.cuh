@@ -2,14 +2,15 @@
 // Hopper rungs, each a policy (what it turns on) over the same body.
 //
 // A CTA of three warpgroups owns 128 query rows of one (batch, query head). One thread of the
-// producer warpgroup loads Q once and streams K and V tiles (128 keys x D) with TMA into a
-// two-slot ring per operand (common/pipeline.cuh: full/empty mbarriers with phase bits). Each
+// producer warpgroup loads Q once and streams K and V tiles (128 keys x D; 64 keys for the
+// 256-column tile) with TMA into a two-slot ring per operand (common/pipeline.cuh: full/empty mbarriers with phase bits). Each
 // of the two consumer warpgroups (64 query rows, 240 registers through setmaxnreg) runs
-//   S = Q K^T   wgmma m64n128k16, both operands in shared memory (K-major);
+//   S = Q K^T   wgmma m64n128k16 (m64n64k16 at D = 256), operands in shared memory (K-major);
 //   softmax     online, on S in registers: exp2 with scale * log2(e) folded in, masks and
 //               softcap applied to the scores, the key blocks no row of the tile can see never
 //               loaded; keys past Sk and queries past Sq arrive zero-filled from TMA;
-//   O += P V    wgmma m64nDk16 with P from registers — S's accumulator fragment is, pair for
+//   O += P V    wgmma m64nDk16 (two m64n128k16 at D = 256) with P from registers — S's
+//               accumulator fragment is, pair for
 //               pair, the A-operand fragment, so P never touches shared memory — and V read
 //               MN-major (D contiguous) through the instruction's transpose bit.
 // A consumer releases a K slot as soon as its S is computed and a V slot once its PV retired.
@@ -22,7 +23,7 @@
 //                    barriers), so one's softmax overlaps the other's MMAs
 // Variable length (thd, for policies with kThd): the maps span the packed tensors and a CTA
 // starts its TMA coordinates at its sequence's first packed row (as FlashAttention-3 does).
-// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 128; Sk >= 1; q, k, v 16-byte aligned with (batch, seq,
+// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 256; Sk >= 1; q, k, v 16-byte aligned with (batch, seq,
 // head) strides multiples of 8 elements (TMA's 16 bytes); o with even strides; forward only.
 #pragma once
 
@@ -52,7 +53,9 @@ template <int kD_, class P>
 struct Cfg : P {
   static constexpr int kD = kD_;
   static constexpr int kBlockM = 128;  // two consumer warpgroups of 64 query rows
-  static constexpr int kBlockN = 128;  // keys per K/V tile
+  // Keys per K/V tile: 128, or 64 for the 256-column tile, whose Q (64 KiB) and two stages of K
+  // and V (32 KiB each) then take 192 KiB of shared memory (128 keys would need 320).
+  static constexpr int kBlockN = kD <= 128 ? 128 : 64;
   static constexpr int kStages = 2;
   static constexpr int kChunks = kD / 64;  // 128-byte (64-element) column chunks per row: TMA boxes
   static constexpr int kQBytes = kBlockM * kD * 2;
@@ -263,18 +266,31 @@ __device__ __forceinline__ void issue_qk(float (&s)[C::kBlockN / 2], uint32_t q_
   for (int kk = 0; kk < C::kD / 16; ++kk) {
     const uint64_t da = ptx::make_smem_desc_sw128(q_addr + (kk / 4) * C::kBlockM * 128 + (kk % 4) * 32, 0, 1024);
     const uint64_t db = ptx::make_smem_desc_sw128(k_addr + (kk / 4) * C::kBlockN * 128 + (kk % 4) * 32, 0, 1024);
-    ptx::wgmma_m64n128k16<T, false, false>(s, da, db, kk > 0);
+    if constexpr (C::kBlockN == 128) ptx::wgmma_m64n128k16<T, false, false>(s, da, db, kk > 0);
+    else ptx::wgmma_m64n64k16<T, false, false>(s, da, db, kk > 0);
   }
 }
 
 // O += P V: V is MN-major (D contiguous); a k16 step is 16 rows = 2048 bytes, 64-wide D chunks
-// are a tile's chunk apart (the descriptor's leading byte offset).
+// are a tile's chunk apart (the descriptor's leading byte offset). The 256-column tile takes two
+// m64n128 MMAs per step, one per column half (chunks 0-1 and 2-3): O's first 64 accumulator
+// registers are columns 0-127, the next 64 columns 128-255.
 template <class T, class C>
 __device__ __forceinline__ void issue_pv(float (&o)[C::kD / 2], const uint32_t (&pa)[C::kBlockN / 16][4],
                                          uint32_t v_addr) {
+  constexpr uint32_t kChunkBytes = C::kBlockN * 128;
 #pragma unroll
-  for (int kk = 0; kk < C::kBlockN / 16; ++kk)
-    wgmma_pv<T, C::kD>(o, pa[kk], ptx::make_smem_desc_sw128(v_addr + kk * 2048, C::kBlockN * 128, 1024));
+  for (int kk = 0; kk < C::kBlockN / 16; ++kk) {
+    const uint32_t a = v_addr + kk * 2048;
+    if constexpr (C::kD <= 128) {
+      wgmma_pv<T, C::kD>(o, pa[kk], ptx::make_smem_desc_sw128(a, kChunkBytes, 1024));
+    } else {
+      static_assert(C::kD == 256, "64-, 128- and 256-column tiles");
+      wgmma_pv<T, 128>(*reinterpret_cast<float(*)[64]>(&o[0]), pa[kk], ptx::make_smem_desc_sw128(a, kChunkBytes, 1024));
+      wgmma_pv<T, 128>(*reinterpret_cast<float(*)[64]>(&o[64]), pa[kk],
+                       ptx::make_smem_desc_sw128(a + 2 * kChunkBytes, kChunkBytes, 1024));
+    }
+  }
 }
 
 // Pingpong: the two consumer warpgroups take turns issuing their GEMMs, named barrier 1 + w
@@ -572,14 +588,35 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name)
   HK_CHECK_LAUNCH(name);
 }
 
+// The rungs' policies (what each turns on; the rung files say why).
+struct V05Policy {
+  static constexpr bool kIntraWgOverlap = false;  // S, softmax, PV strictly in turn
+  static constexpr bool kPingpong = false;        // the consumer warpgroups issue when they like
+  static constexpr bool kThd = true;              // also built for variable length (thd)
+};
+struct V06Policy {
+  static constexpr bool kIntraWgOverlap = true;  // S(n + 1) and PV(n) in flight together
+  static constexpr bool kPingpong = true;        // the consumer warpgroups take turns at the MMAs
+};
+
+// The 256-column tile's kernels compile in their own translation units (v05_wgmma_tma_d256.cu,
+// v06_pingpong_overlap_d256.cu): with them, a rung's file took over a minute on 2 cores.
+#define HK_ATTN_D256(extern_, P)                                                                               \
+  extern_ template void launch_typed<__nv_bfloat16, 256, P>(const AttentionArgs&, cudaStream_t, const char*); \
+  extern_ template void launch_typed<__half, 256, P>(const AttentionArgs&, cudaStream_t, const char*);
+HK_ATTN_D256(extern, V05Policy)
+HK_ATTN_D256(extern, V06Policy)
+
 // Launches the kernel of policy P for a's dtype and head dim: the 64-column tile for D <= 64, the
-// 128-column one above (columns past D are zeros: D = 80 does 128 columns' tensor work).
+// 128-column one up to 128, the 256-column one above (columns past D are zeros: D = 80 does 128
+// columns' tensor work, D = 192 256 columns').
 template <class P>
 void launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream, const char* name) {
   auto with_d = [&](auto t) {
     using T = decltype(t);
     if (a.head_dim <= 64) launch_typed<T, 64, P>(a, stream, name);
-    else launch_typed<T, 128, P>(a, stream, name);
+    else if (a.head_dim <= 128) launch_typed<T, 128, P>(a, stream, name);
+    else launch_typed<T, 256, P>(a, stream, name);
   };
   if (a.dtype == DType::kF16) with_d(__half{});
   else with_d(__nv_bfloat16{});
@@ -597,8 +634,8 @@ inline std::string hopper_attention_supports(const AttentionProblem& p, const ch
       return r + " takes packed row counts below 2^31 (TMA coordinates)";
   }
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return r + " takes bf16 or f16";
-  if (p.head_dim < 8 || p.head_dim > 128 || p.head_dim % 8 != 0)
-    return r + " is built for D a multiple of 8 up to 128 (64- and 128-column tiles), got D=" +
+  if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0)
+    return r + " is built for D a multiple of 8 up to 256 (64-, 128- and 256-column tiles), got D=" +
            std::to_string(p.head_dim);
   if (p.seqlen_k < 1) return r + " needs Sk >= 1 (a TMA extent), got Sk=0";
   if (p.align_bytes < 16) return r + " needs 16-byte aligned operands (TMA)";

@@ -21,11 +21,13 @@
 //                                     operands MN-major (transpose bits on A and B); D = 128:
 //                                     warpgroup w sums all 128 keys for D columns 64w..64w+63;
 //                                     D = 64: warpgroup w sums its own 64 keys for all columns
-//      and adds its 64 x 64 dQ tile into an f32 accumulator with red.global.add.v2.f32. With
+//      and adds its 64 x 64 dQ tile into an f32 accumulator with red.global.add.v2.f32.
+//      D = 256: 64 keys per CTA; both warpgroups compute S^T and dP^T, and warpgroup w
+//      accumulates dK and dV's columns 128w..128w+127 and dQ's in two 64-column tiles. With
 //      `deterministic` the adds to a query block take turns in key-block order (a counter per
 //      block and column half, ptx/red.cuh), so the sums are rounded in the same order every run.
 //   3. convert: dq = scale * accumulator, in dq's dtype and strides.
-// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 128; Sq, Sk >= 1; every operand 16-byte aligned with
+// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 256; Sq, Sk >= 1; every operand 16-byte aligned with
 // (batch, seq, head) strides multiples of 8 elements (TMA, 16-byte rows); backward only.
 #pragma once
 
@@ -52,7 +54,13 @@ using attn_hopper::tma_load_4d;
 template <int kD_>
 struct Cfg {
   static constexpr int kD = kD_;
-  static constexpr int kBlockN = 128;  // keys per CTA: two consumer warpgroups of 64
+  // D = 256 (kSplitD): 64 keys per CTA, and both consumer warpgroups compute S^T and dP^T for all
+  // of them, each accumulating one half of dK's, dV's and dQ's columns. 64 keys x 256 columns of
+  // dK and dV would take 256 registers a thread in one warpgroup; the halves take 128. The price
+  // is S^T and dP^T computed twice: 14 units of tensor work where 10 would do.
+  static constexpr bool kSplitD = kD == 256;
+  static constexpr int kBlockN = kSplitD ? 64 : 128;  // keys per CTA: two consumer warpgroups of 64
+  static constexpr int kCols = kSplitD ? kD / 2 : kD;  // dK / dV columns a warpgroup accumulates
   static constexpr int kBlockM = 64;   // query rows per step
   static constexpr int kStages = 2;
   static constexpr int kChunks = kD / 64;  // 128-byte (64-element) column chunks: TMA boxes
@@ -74,9 +82,10 @@ struct Cfg {
   static constexpr int kSmemBytes = 1024 + kOffBar + kBarrierBytes;
   // Bytes one ring slot receives: Q and dO tiles (full boxes, zero-filled past Sq), lse, Delta.
   static constexpr uint32_t kSlotTx = 2 * kQBytes + 2 * kStatBytes;
-  // dQ: keys each warpgroup sums, and which 64-column chunk of D it owns (see the top).
-  static constexpr int kDqKeys = kD == 128 ? kBlockN : 64;
-  static_assert(kD == 64 || kD == 128, "D = 64 or 128");
+  // dQ: keys each warpgroup sums, and which 64-column chunks of D it owns (see the top).
+  static constexpr int kDqKeys = kD == 64 ? 64 : kBlockN;
+  static constexpr int kDqChunks = kSplitD ? 2 : 1;
+  static_assert(kD == 64 || kD == 128 || kD == 256, "D = 64, 128 or 256");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
   static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0, "swizzle atoms");
 };
@@ -182,7 +191,9 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
   using C = Cfg<kD>;
   constexpr int kStages = C::kStages, kBlockM = C::kBlockM, kBlockN = C::kBlockN;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // 1024-byte aligned by an offset from smem_raw (not through an integer), so the compiler
+  // still knows the pointers below are shared memory: lse and Delta are read with LDS.
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   uint8_t* s_k = smem + C::kOffK;
   uint8_t* s_v = smem + C::kOffV;
   uint8_t* s_q = smem + C::kOffQ;
@@ -239,12 +250,12 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     return;
   }
 
-  // ---- consumer warpgroups: keys n0 + 64 w .. + 63 ----
+  // ---- consumer warpgroups: keys n0 + 64 w .. + 63 (kSplitD: keys n0 .., columns 128 w ..) ----
   ptx::setmaxnreg_inc<240>();
   const int w = wg - 1;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int key_row = 16 * warp + lane / 4;  // + 8 h: this thread's rows of the 64-key tiles
-  const int kw0 = n0 + 64 * w;
+  const int kw0 = n0 + (C::kSplitD ? 0 : 64 * w);
   int qlo[2], qhi[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -256,14 +267,16 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
   const int wq_lo = kw0 + 63 < p.seqlen_k ? q_first(p, kw0 + 63) : INT_MAX;
   const int wq_hi = q_last(p, kw0);
 
-  float dk[kD / 2], dv[kD / 2];
+  float dk[C::kCols / 2], dv[C::kCols / 2];
 #pragma unroll
-  for (int i = 0; i < kD / 2; ++i) dk[i] = 0.f, dv[i] = 0.f;
+  for (int i = 0; i < C::kCols / 2; ++i) dk[i] = 0.f, dv[i] = 0.f;
   const uint32_t k_base = smem_u32(s_k), v_base = smem_u32(s_v);
-  const uint32_t k_addr = k_base + 64 * w * 128, v_addr = v_base + 64 * w * 128;
-  // dQ's operands: dS^T rows (keys) dq_key0 .., K's column chunk dq_chunk.
-  const int dq_key0 = kD == 128 ? 0 : 64 * w;
-  const int dq_chunk = kD == 128 ? w : 0;
+  const uint32_t k_addr = k_base + (C::kSplitD ? 0 : 64 * w * 128), v_addr = v_base + (C::kSplitD ? 0 : 64 * w * 128);
+  // dK's and dV's columns: the warpgroup's 64-column chunks of Q and dO (kSplitD: 2 w and 2 w + 1).
+  const uint32_t col_off = C::kSplitD ? 2 * w * kBlockM * 128 : 0;
+  // dQ's operands: dS^T rows (keys) dq_key0 .., K's column chunks dq_chunk0 ...
+  const int dq_key0 = kD == 64 ? 64 * w : 0;
+  const int dq_chunk0 = kD == 64 ? 0 : (C::kSplitD ? 2 * w : w);
   const int col = 2 * (lane % 4);
 
   if (iters > 0) ptx::mbar_wait(kv_full, 0);
@@ -311,65 +324,78 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     uint32_t pa[4][4], da[4][4];
     attn_hopper::pack_p<T, 64>(s, pa);
     attn_hopper::pack_p<T, 64>(dp, da);
-    // dS^T [key][query] into this iteration's buffer, 128-byte swizzled rows (one row per key).
+    // dS^T [key][query] into this iteration's buffer, 128-byte swizzled rows (one row per key);
+    // kSplitD: both warpgroups hold the same 64 keys' dS^T, warpgroup 0 writes it.
     uint8_t* ds_buf = s_ds + (it & 1) * C::kDsBytes;
+    if (!C::kSplitD || w == 0) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+      for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int row = 64 * w + key_row + 8 * (r % 2), q = 8 * (2 * kk + r / 2) + col;
-        *reinterpret_cast<uint32_t*>(ds_buf + ptx::swizzle_128b_offset(row, 2 * q)) = da[kk][r];
-      }
-    ptx::fence_proxy_async_smem();  // the generic-proxy writes before the wgmma (async proxy) reads
+        for (int r = 0; r < 4; ++r) {
+          const int row = (C::kSplitD ? 0 : 64 * w) + key_row + 8 * (r % 2), q = 8 * (2 * kk + r / 2) + col;
+          *reinterpret_cast<uint32_t*>(ds_buf + ptx::swizzle_128b_offset(row, 2 * q)) = da[kk][r];
+        }
+      ptx::fence_proxy_async_smem();  // the generic-proxy writes before the wgmma (async proxy) reads
+    }
 
     // dV += P^T dO and dK += dS^T Q: dO and Q are MN-major (D contiguous) B operands; a k16 step
     // is 16 query rows = 2048 bytes, 64-wide D chunks a slot's chunk apart.
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      attn_hopper::wgmma_pv<T, kD>(dv, pa[kk], ptx::make_smem_desc_sw128(do_addr + kk * 2048, kBlockM * 128, 1024));
+      attn_hopper::wgmma_pv<T, C::kCols>(dv, pa[kk],
+                                         ptx::make_smem_desc_sw128(do_addr + col_off + kk * 2048, kBlockM * 128, 1024));
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      attn_hopper::wgmma_pv<T, kD>(dk, da[kk], ptx::make_smem_desc_sw128(q_addr + kk * 2048, kBlockM * 128, 1024));
+      attn_hopper::wgmma_pv<T, C::kCols>(dk, da[kk],
+                                         ptx::make_smem_desc_sw128(q_addr + col_off + kk * 2048, kBlockM * 128, 1024));
     ptx::wgmma_commit_group();
 
-    // dQ = dS K over this warpgroup's keys and columns, once every dS^T row it reads is written
-    // (D = 128: both warpgroups' rows; D = 64: its own).
-    if constexpr (kD == 128) ptx::named_barrier_sync(1, 256);
-    else ptx::named_barrier_sync(2 + w, 128);
-    float dq[32];
+    // dQ = dS K over this warpgroup's keys and column chunks, once every dS^T row it reads is
+    // written (D = 128 and 256: both warpgroups' rows, or warpgroup 0's; D = 64: its own). The
+    // deterministic adds take the turn before the first chunk's adds and pass it after the last.
+    if constexpr (kD == 64) ptx::named_barrier_sync(2 + w, 128);
+    else ptx::named_barrier_sync(1, 256);
     const uint32_t ds_addr = smem_u32(ds_buf);
-    ptx::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < C::kDqKeys / 16; ++kk) {
-      const uint32_t key = dq_key0 + 16 * kk;
-      const uint64_t da_ = ptx::make_smem_desc_sw128(ds_addr + key * 128, C::kDsBytes, 1024);
-      const uint64_t db_ =
-          ptx::make_smem_desc_sw128(k_base + dq_chunk * kBlockN * 128 + key * 128, kBlockN * 128, 1024);
-      ptx::wgmma_m64n64k16<T, true, true>(dq, da_, db_, kk > 0);
-    }
-    ptx::wgmma_commit_group();
-    ptx::wgmma_wait_group<0>();
-    ptx::wgmma_fence_operands(dq);
-    ptx::wgmma_fence_operands(dk);
-    ptx::wgmma_fence_operands(dv);
-    ring.consumer_release(st);  // every read of the slot (wgmma, lse, Delta) is done
-
-    // dq_acc[row][dq_chunk * 64 + column] += dq: rows key_row + 8 h of the query block.
-    float* acc = p.dq_acc + ((int64_t(b) * p.heads_q + hq) * p.sq_pad + m0 + key_row) * kD + dq_chunk * 64 + col;
     int* turn = nullptr;
-    if (p.deterministic) {
-      const int rank = n_blk - first_key_block<C>(p, m);
-      turn = p.dq_turn + ((int64_t(b) * p.heads_q + hq) * (p.sq_pad / kBlockM) + m) * 2 + (kD == 128 ? w : 0);
-      const int mine = kD == 128 ? rank : 2 * rank + w;
-      if (t == 0)
-        while (ptx::ld_acquire_gpu(turn) < mine) __nanosleep(32);
-      ptx::named_barrier_sync(2 + w, 128);
+#pragma unroll
+    for (int part = 0; part < C::kDqChunks; ++part) {
+      const int dq_chunk = dq_chunk0 + part;
+      float dq[32];
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < C::kDqKeys / 16; ++kk) {
+        const uint32_t key = dq_key0 + 16 * kk;
+        const uint64_t da_ = ptx::make_smem_desc_sw128(ds_addr + key * 128, C::kDsBytes, 1024);
+        const uint64_t db_ =
+            ptx::make_smem_desc_sw128(k_base + dq_chunk * kBlockN * 128 + key * 128, kBlockN * 128, 1024);
+        ptx::wgmma_m64n64k16<T, true, true>(dq, da_, db_, kk > 0);
+      }
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<0>();
+      ptx::wgmma_fence_operands(dq);
+      if (part == 0) {
+        ptx::wgmma_fence_operands(dk);
+        ptx::wgmma_fence_operands(dv);
+        ring.consumer_release(st);  // every read of the slot (wgmma, lse, Delta) is done
+      }
+
+      // dq_acc[row][dq_chunk * 64 + column] += dq: rows key_row + 8 h of the query block.
+      float* acc = p.dq_acc + ((int64_t(b) * p.heads_q + hq) * p.sq_pad + m0 + key_row) * kD + dq_chunk * 64 + col;
+      if (part == 0 && p.deterministic) {
+        const int rank = n_blk - first_key_block<C>(p, m);
+        turn = p.dq_turn + ((int64_t(b) * p.heads_q + hq) * (p.sq_pad / kBlockM) + m) * 2 + (kD == 64 ? 0 : w);
+        const int mine = kD == 64 ? 2 * rank + w : rank;
+        if (t == 0)
+          while (ptx::ld_acquire_gpu(turn) < mine) __nanosleep(32);
+        ptx::named_barrier_sync(2 + w, 128);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          ptx::red_add_v2(acc + 8 * h * kD + 8 * j, dq[4 * j + 2 * h], dq[4 * j + 2 * h + 1]);
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ptx::red_add_v2(acc + 8 * h * kD + 8 * j, dq[4 * j + 2 * h], dq[4 * j + 2 * h + 1]);
     if (p.deterministic) {
       __threadfence();
       ptx::named_barrier_sync(2 + w, 128);
@@ -385,13 +411,14 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     const int64_t j = int64_t(kw0) + key_row + 8 * h;
     if (j >= p.seqlen_k) continue;
 #pragma unroll
-    for (int jj = 0; jj < kD / 8; ++jj) {
-      // D is a multiple of 8 above kD - 64: a column pair is wholly in or out, and only the last
-      // 64 columns can be out
-      if (8 * jj >= kD - 64 && 8 * jj >= p.head_dim) continue;
-      *reinterpret_cast<uint32_t*>(dK + j * p.sdk.s + 8 * jj + col) =
+    for (int jj = 0; jj < C::kCols / 8; ++jj) {
+      // D is a multiple of 8 above kD / 2 (the 64-column tile: any): a column pair is wholly in
+      // or out, and only the columns from kD / 2 on can be out
+      const int c = (C::kSplitD ? 128 * w : 0) + 8 * jj;
+      if (c >= (kD == 64 ? 0 : kD / 2) && c >= p.head_dim) continue;
+      *reinterpret_cast<uint32_t*>(dK + j * p.sdk.s + c + col) =
           pack2<T>(p.scale * dk[4 * jj + 2 * h], p.scale * dk[4 * jj + 2 * h + 1]);
-      *reinterpret_cast<uint32_t*>(dV + j * p.sdv.s + 8 * jj + col) = pack2<T>(dv[4 * jj + 2 * h], dv[4 * jj + 2 * h + 1]);
+      *reinterpret_cast<uint32_t*>(dV + j * p.sdv.s + c + col) = pack2<T>(dv[4 * jj + 2 * h], dv[4 * jj + 2 * h + 1]);
     }
   }
 }
@@ -538,8 +565,9 @@ inline std::string supports(const AttentionProblem& p) {
   if (p.is_varlen())
     return "fixed-length bshd / bhsd problems only (no variable-length sequences)";
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "takes bf16 or f16";
-  if (p.head_dim < 8 || p.head_dim > 128 || p.head_dim % 8 != 0)
-    return "built for D a multiple of 8 up to 128 (64- and 128-column tiles), got D=" + std::to_string(p.head_dim);
+  if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0)
+    return "built for D a multiple of 8 up to 256 (64-, 128- and 256-column tiles), got D=" +
+           std::to_string(p.head_dim);
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || p.seqlen_k == 0)
     return "empty sequences run on the general rung (TMA extents are at least 1)";
   if (std::string why = p.rows_16b(); !why.empty()) return why + " (TMA)";

@@ -12,30 +12,25 @@
 // Variable length (thd): the TMA maps span the packed [total, H, D] tensors; a CTA starts its
 // coordinates at its sequence's first packed row, masks keys past the sequence's end and stores
 // only the sequence's rows (the last tile's others belong to the next sequence).
-// Head dims: a multiple of 8 up to 128, on the 64-column tiles (D <= 64) or the 128-column ones;
-// TMA fills the columns past D with zeros and the epilogue stores D columns, so D = 80 costs
-// D = 128's tensor work and no copy.
-// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 128; 16-byte aligned q, k, v with strides multiples of 8
-// elements; thd: total_k >= 1; forward only (hopper_attention_supports says which rule a problem
-// breaks).
+// Head dims: a multiple of 8 up to 256, on the 64-column tiles (D <= 64), the 128-column ones
+// (D <= 128) or the 256-column ones (64-key K/V tiles; compiled in v05_wgmma_tma_d256.cu); TMA
+// fills the columns past D with zeros and the epilogue stores D columns, so D = 80 costs D = 128's
+// tensor work and no copy.
+// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 256; 16-byte aligned q, k, v with strides
+// multiples of 8 elements; thd: total_k >= 1; forward only (hopper_attention_supports says which
+// rule a problem breaks).
 // Run:   hk bench attention --variant 'v0[356]*'
 #include "attention/hopper_attention.cuh"
 
 namespace hk::attention_v05_wgmma_tma {
 namespace {
 
-struct V05 {
-  static constexpr bool kIntraWgOverlap = false;  // S, softmax, PV strictly in turn
-  static constexpr bool kPingpong = false;        // the consumer warpgroups issue when they like
-  static constexpr bool kThd = true;              // also built for variable length (thd)
-};
-
 void attention_v05_launch(const AttentionArgs& a, cudaStream_t stream) {
-  attn_hopper::launch_hopper_attention<V05>(a, stream, "attention_v05 (hopper kernel, V05 policy)");
+  attn_hopper::launch_hopper_attention<attn_hopper::V05Policy>(a, stream, "attention_v05 (hopper kernel, V05 policy)");
 }
 
 std::string attention_v05_supports(const AttentionProblem& p) {
-  return attn_hopper::hopper_attention_supports(p, "v05", V05::kThd);
+  return attn_hopper::hopper_attention_supports(p, "v05", attn_hopper::V05Policy::kThd);
 }
 
 }  // namespace

@@ -24,13 +24,8 @@
 namespace hk::attention_v06_pingpong_overlap {
 namespace {
 
-struct V06 {
-  static constexpr bool kIntraWgOverlap = true;  // S(n + 1) and PV(n) in flight together
-  static constexpr bool kPingpong = true;        // the consumer warpgroups take turns at the MMAs
-};
-
 void attention_v06_launch(const AttentionArgs& a, cudaStream_t stream) {
-  attn_hopper::launch_hopper_attention<V06>(a, stream, "attention_v06 (hopper kernel, V06 policy)");
+  attn_hopper::launch_hopper_attention<attn_hopper::V06Policy>(a, stream, "attention_v06 (hopper kernel, V06 policy)");
 }
 
 std::string attention_v06_supports(const AttentionProblem& p) { return attn_hopper::hopper_attention_supports(p, "v06"); }

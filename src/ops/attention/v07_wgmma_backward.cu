@@ -14,11 +14,14 @@
 // Adds over v04: TMA + mbarrier ring, wgmma from shared memory, P^T and dS^T as register
 // operands, a producer warpgroup beside two consumers, deterministic dQ without recomputation.
 // Measured: 390 TFLOP/s at B4 S4096 H16 D128, 3.7x v04 (H200, 2026-12-02).
-// Head dims: a multiple of 8 up to 128, on the 64-column tiles (D <= 64) or the 128-column ones;
-// TMA fills the columns past D with zeros, so D = 80 costs D = 128's tensor work and no copy.
-// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 128; every operand 16-byte aligned with
+// Head dims: a multiple of 8 up to 256, on the 64-column tiles (D <= 64), the 128-column ones
+// (D <= 128) or the 256-column ones (64 keys per CTA, both warpgroups computing S^T and dP^T and
+// each accumulating half of dK's, dV's and dQ's columns); TMA fills the columns past D with
+// zeros, so D = 80 costs D = 128's tensor work and no copy.
+// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 256; every operand 16-byte aligned with
 // (b, s, h) strides multiples of 8 elements; Sq, Sk >= 1; backward only.
 // Run:   hk bench attention --variant 'v0[47]*' --shape 2048x128x1
+// Build: own translation unit.
 #include "attention/hopper_attention_bwd.cuh"
 
 namespace hk::attention_v07_wgmma_backward {
@@ -27,9 +30,11 @@ namespace {
 void attention_v07_launch(const AttentionArgs& a, cudaStream_t stream) {
   attn::dispatch_16bit(a.dtype, "attention/v07_wgmma_backward", [&](auto t) {
     using T = decltype(t);
-    // the 64-column tiles for D <= 64, the 128-column ones above (zero columns past D)
+    // the 64-column tiles for D <= 64, the 128-column ones up to 128, the 256-column ones above
+    // (zero columns past D)
     if (a.head_dim <= 64) attn_hopper_bwd::launch_bwd<T, 64>(a, stream);
-    else attn_hopper_bwd::launch_bwd<T, 128>(a, stream);
+    else if (a.head_dim <= 128) attn_hopper_bwd::launch_bwd<T, 128>(a, stream);
+    else attn_hopper_bwd::launch_bwd<T, 256>(a, stream);
   });
 }
 

@@ -1,7 +1,7 @@
 // attention/v08_padded_pack.cu
 //
-// Rung 8: every head dim up to 128 and operands in any strides on the tensor-core rungs. v05
-// and v07 take a D that is a multiple of 8 up to 128 with 16-byte aligned rows (TMA's rules), v03
+// Rung 8: every head dim up to 256 and operands in any strides on the tensor-core rungs. v05,
+// v06 and v07 take a D that is a multiple of 8 up to 256 with 16-byte aligned rows (TMA's rules), v03
 // and v04 D in {32, 64, 96, 128}; a q sliced from a fused QKV with rows of an odd length, a head
 // dim of 37, or the backward of a variable-length batch (which v07 does not take) at D = 80 fell
 // to v02's CUDA cores. Here q, k, v (and, backward, o and dout) are copied once into contiguous
@@ -15,9 +15,10 @@
 // Each copy streams its tensor once (read + write): at B16 S1024 H25 D80 the copies cost ~230 us
 // of v08's 733 us forward when D = 80 still went through it (H200, 2026-12-02); v05 and v07 now
 // take D = 80 in place, by TMA's zero fill.
-// Adds over v07: no head dim up to 128 and no operand layout outside the tensor-core rungs.
-// Needs: bf16 or f16; D <= 128; a padded problem some tensor-core rung takes; a problem those
-// rungs take as given is left to them (supports() says so).
+// Adds over v07: no head dim up to 256 and no operand layout outside the tensor-core rungs
+// (variable length backward: up to 128, v04's limit).
+// Needs: bf16 or f16; D <= 256; a padded problem some tensor-core
+// rung takes; a problem those rungs take as given is left to them (supports() says so).
 // Kernels: pack_rows_kernel / unpack_rows_kernel below, then the chosen rung.
 // Run:   hk bench attention --variant 'v08*' --shape 1024x37
 #include <cstdint>
@@ -123,7 +124,7 @@ Plan plan(const AttentionProblem& p) {
 
 std::string attention_v08_supports(const AttentionProblem& p) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "bf16 or f16 only (the tensor-core rungs' dtypes)";
-  if (p.head_dim > 128) return "D = " + std::to_string(p.head_dim) + ": the tensor-core rungs stop at 128";
+  if (p.head_dim > 256) return "D = " + std::to_string(p.head_dim) + ": the tensor-core rungs stop at 256";
   if (const Variant* v = hopper_rung(p, p.head_dim); v && v->supports(p).empty())
     return v->name() + " takes this problem as it is: nothing to pack";
   const Plan pl = plan(p);
@@ -224,7 +225,7 @@ void attention_v08_launch(const AttentionArgs& a, cudaStream_t stream) {
 }  // namespace
 
 HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v08_padded_pack",
-                    "any head dim up to 128, any strides: q, k, v (o, dout) copied once into contiguous scratch "
+                    "any head dim up to 256, any strides: q, k, v (o, dout) copied once into contiguous scratch "
                     "with D zero-padded, v05 / v07 (or v03 / v04) run on the copies",
                     80, kFlagProduction, attention_v08_supports, attention_v08_launch);
 

@@ -1,0 +1,9 @@
+// attention/v06_pingpong_overlap_d256.cu — rung 6's kernels for the 256-column tile (D = 136 ...
+// 256), bf16 and f16: 64-key K/V tiles, S as m64n64k16, PV as two m64n128k16 per k16 step
+// (hopper_attention.cuh). Registered with the rest of the rung in v06_pingpong_overlap.cu.
+// Build: own translation unit.
+#include "attention/hopper_attention.cuh"
+
+namespace hk::attn_hopper {
+HK_ATTN_D256(, V06Policy)
+}  // namespace hk::attn_hopper
