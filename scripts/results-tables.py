@@ -251,7 +251,9 @@ def load(results_dir):
 
 
 def short_sha(sha):
-    return (sha or "?")[:7]
+    """Seven hex digits, and "-dirty" when the run's tree had uncommitted changes."""
+    sha = sha or "?"
+    return sha[:7] + ("-dirty" if sha.endswith("-dirty") else "")
 
 
 def python_run(d):

@@ -166,8 +166,8 @@ def _attention_cases(hk: Any, quick: bool) -> list[Case]:
     """Attention forward, and forward + backward (dq returned), in SDPA's [B, H, S, D] layout against SDPA's
     flash and cuDNN backends: 16k tokens per batch, the FlashAttention benchmark's shapes."""
     shapes = [(4, 2048, 16, 128, True)] if quick else [
-        (s_b, s, 32 if d == 64 else 16, d, causal)  # H x D = 2048
-        for s, s_b in ((512, 32), (2048, 8), (8192, 2)) for d in (64, 128) for causal in (False, True)]
+        (s_b, s, 2048 // d, d, causal)  # H x D = 2048
+        for s, s_b in ((512, 32), (2048, 8), (8192, 2)) for d in (64, 128, 256) for causal in (False, True)]
     cases: list[Case] = []
     gen = torch.Generator(device="cuda").manual_seed(2)
     for b, s, h, d, causal in shapes:
@@ -258,8 +258,10 @@ def _check(case: Case) -> str:
 
 
 def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, compile: bool = True,
-        progress: bool = True, command: str | None = None, keep_on_interrupt: bool = False) -> dict:
-    """Runs the benchmark; returns the JSON document (see the module docstring). With
+        progress: bool = True, command: str | None = None, keep_on_interrupt: bool = False,
+        problems: list[str] | None = None) -> dict:
+    """Runs the benchmark; returns the JSON document (see the module docstring). ``problems``:
+    only the cases whose problem name contains one of these strings (e.g. ``_d256``). With
     ``keep_on_interrupt`` a KeyboardInterrupt ends the run early instead of propagating: the
     document holds the cases that finished and says ``stopped``."""
     import hopperkit as hk
@@ -269,6 +271,8 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
     cases = _memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick)
     if ops:
         cases = [c for c in cases if c.op in ops]
+    if problems:
+        cases = [c for c in cases if any(p in c.problem for p in problems)]
     flush = _flush_buffer()
     spin = _spin_cycles()
     rows = []
@@ -389,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hopperkit.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one shape per family")
     ap.add_argument("--op", action="append", help="only these ops (repeatable), e.g. matmul, softmax")
+    ap.add_argument("--problem", action="append",
+                    help="only problems whose name contains this (repeatable), e.g. _d256 or b8_s2048")
     ap.add_argument("--samples", type=int, default=30, help="timed samples per candidate")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--json", help="write the JSON document here")
@@ -398,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     # written, marked stopped.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     doc = run(args.op, args.quick, args.samples, not args.no_compile,
-              command=command_line("python -m hopperkit.bench", argv), keep_on_interrupt=True)
+              command=command_line("python -m hopperkit.bench", argv), keep_on_interrupt=True,
+              problems=args.problem)
     emit(doc, markdown(doc), args.json)
     failed = [r for r in doc["rows"] if str(r.get("status", "")).startswith("FAIL")]
     if doc["stopped"]:
