@@ -30,6 +30,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -61,7 +62,7 @@ struct Cfg : P {
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kTileBytes = kBlockN * kD * 2;  // one K or V slot
   static constexpr int kThreads = 384;
-  static constexpr int kBarrierBytes = 2 * PipelineRing<kStages>::kBarrierBytes + 8;
+  static constexpr int kBarrierBytes = 2 * PipelineRing<kStages>::kBarrierBytes + 16;  // + Q's full, empty
   static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kBarrierBytes;
 };
 
@@ -150,7 +151,7 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 2], const uint32_t (&a)
 }
 
 struct FwdParams {
-  int seqlen_q, seqlen_k, heads_q, group;
+  int batch, seqlen_q, seqlen_k, heads_q, group;
   int head_dim;                       // D <= kD: TMA zero-fills q, k, v's columns past it; o's are not stored
   int64_t window_left, window_right;  // causal folded in
   float scale_log2;                   // scale * log2(e) (no softcap)
@@ -304,6 +305,16 @@ __device__ __forceinline__ void turn_pass(int cw) {
   if constexpr (C::kPingpong) ptx::named_barrier_arrive(1 + (cw ^ 1), 256);
 }
 
+// Tile t of the persistent loop: query block m (the longest first: under a causal mask the last
+// query blocks see the most keys), query head hq, batch b; consecutive tiles share a head's K/V.
+struct Tile {
+  int m, hq, b;
+};
+__device__ __forceinline__ Tile tile_of(int64_t t, int num_m, int heads_q) {
+  const int64_t r = t / num_m;
+  return {num_m - 1 - static_cast<int>(t % num_m), static_cast<int>(r % heads_q), static_cast<int>(r / heads_q)};
+}
+
 template <class T, class C, bool kSoftcap, bool kVarlen>
 __global__ void __launch_bounds__(C::kThreads, 1)
     attention_hopper_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
@@ -319,35 +330,52 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const PipelineRing<kStages> kring = PipelineRing<kStages>::at(bars);
   const PipelineRing<kStages> vring = PipelineRing<kStages>::at(kring.end());
   uint64_t* q_full = static_cast<uint64_t*>(vring.end());
+  uint64_t* q_empty = q_full + 1;
 
-  const int hq = blockIdx.y, b = blockIdx.z;
-  const int m0 = blockIdx.x * C::kBlockM;
-  // thd: the maps span the packed [total, H, D] tensors (batch extent 1); this CTA's sequence
-  // starts at packed rows q0 / k0 and its lengths replace the maxima, so the masks, the key
-  // blocks and the epilogue's row test are the sequence's own. Rows past the sequence's end
-  // inside the last tiles are the next sequence's (or TMA's zero fill past the tensor's end):
-  // keys there fall outside every row's range and are masked, query rows there are computed
-  // and never stored. The fixed-length kernel keeps its lengths in the parameter bank.
-  FwdParams p = prm;
-  int q0 = 0, k0 = 0, tma_b = b;
-  if constexpr (kVarlen) {
-    int64_t f;
-    const int64_t sq = attn_span(p.cu_q, b, p.total_q, f);
-    q0 = static_cast<int>(f);
-    const int64_t sk = attn_span(p.cu_k, b, p.total_k, f);
-    k0 = static_cast<int>(f);
-    if (m0 >= sq) return;  // past this sequence's end (the whole CTA, before any barrier)
-    p.seqlen_q = static_cast<int>(sq), p.seqlen_k = static_cast<int>(sk);
-    tma_b = 0;
-  }
-  const int hkv = hq / p.group;
-  int n_lo, n_hi;
-  key_blocks<C::kBlockM, kBlockN>(p, m0, n_lo, n_hi);
+  // CTA c runs tiles c, c + gridDim.x, ...: one tile when the grid covers them all, several on a
+  // persistent grid (one CTA per SM; launch_typed's `persistent`). The K/V rings' states carry
+  // from one tile to the next, so the producer streams the next tile's K/V as slots free up; Q
+  // has one slot, which the consumers release (q_empty) once the tile's last S is computed,
+  // before its last PV and its epilogue, and the producer reloads it then.
+  const int num_m = (prm.seqlen_q + C::kBlockM - 1) / C::kBlockM;
+  const int64_t tiles = int64_t(num_m) * prm.heads_q * prm.batch;
+
+  // The tile's setup, the same in the producer and the consumers: thd: the maps span the packed
+  // [total, H, D] tensors (batch extent 1); the tile's sequence starts at packed rows q0 / k0 and
+  // its lengths replace the maxima, so the masks, the key blocks and the epilogue's row test are
+  // the sequence's own. Rows past the sequence's end inside the last tiles are the next
+  // sequence's (or TMA's zero fill past the tensor's end): keys there fall outside every row's
+  // range and are masked, query rows there are computed and never stored. A tile past its
+  // sequence's end is skipped by every thread (false). The fixed-length kernel keeps its lengths
+  // in the parameter bank.
+  struct Work {
+    FwdParams p;
+    int m0, hq, b, q0, k0, tma_b, n_lo, n_hi;
+  };
+  auto setup = [&](int64_t t, Work& w) -> bool {
+    const Tile tl = tile_of(t, num_m, prm.heads_q);
+    w.p = prm;
+    w.m0 = tl.m * C::kBlockM, w.hq = tl.hq, w.b = tl.b;
+    w.q0 = 0, w.k0 = 0, w.tma_b = tl.b;
+    if constexpr (kVarlen) {
+      int64_t f;
+      const int64_t sq = attn_span(prm.cu_q, tl.b, prm.total_q, f);
+      w.q0 = static_cast<int>(f);
+      const int64_t sk = attn_span(prm.cu_k, tl.b, prm.total_k, f);
+      w.k0 = static_cast<int>(f);
+      if (w.m0 >= sq) return false;
+      w.p.seqlen_q = static_cast<int>(sq), w.p.seqlen_k = static_cast<int>(sk);
+      w.tma_b = 0;
+    }
+    key_blocks<C::kBlockM, kBlockN>(w.p, w.m0, w.n_lo, w.n_hi);
+    return true;
+  };
 
   if (threadIdx.x == 0) {
     kring.init(256);
     vring.init(256);
     ptx::mbar_init(q_full, 1);
+    ptx::mbar_init(q_empty, 256);
     ptx::mbar_fence_init();
   }
   __syncthreads();
@@ -359,24 +387,32 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::prefetch_tensor_map(&map_q);
       ptx::prefetch_tensor_map(&map_k);
       ptx::prefetch_tensor_map(&map_v);
-      ptx::mbar_arrive_expect_tx(q_full, C::kQBytes);
-#pragma unroll
-      for (int c = 0; c < C::kChunks; ++c)
-        tma_load_4d(s_q + c * C::kBlockM * 128, &map_q, 64 * c, q0 + m0, hq, tma_b, q_full);
       PipelineState<kStages> st;
-      for (int n = n_lo; n < n_hi; ++n, ++st) {
-        kring.producer_acquire(st);
-        kring.producer_expect_tx(st, C::kTileBytes);
+      int it = 0;  // tiles this CTA has run
+      for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        Work w;
+        if (!setup(t, w)) continue;
+        const int hkv = w.hq / w.p.group;
+        if (it > 0) ptx::mbar_wait(q_empty, (it - 1) & 1);  // the previous tile's S is done with Q
+        ptx::mbar_arrive_expect_tx(q_full, C::kQBytes);
 #pragma unroll
         for (int c = 0; c < C::kChunks; ++c)
-          tma_load_4d(s_k + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_k, 64 * c, k0 + n * kBlockN, hkv, tma_b,
-                      kring.full_barrier(st));
-        vring.producer_acquire(st);
-        vring.producer_expect_tx(st, C::kTileBytes);
+          tma_load_4d(s_q + c * C::kBlockM * 128, &map_q, 64 * c, w.q0 + w.m0, w.hq, w.tma_b, q_full);
+        for (int n = w.n_lo; n < w.n_hi; ++n, ++st) {
+          kring.producer_acquire(st);
+          kring.producer_expect_tx(st, C::kTileBytes);
 #pragma unroll
-        for (int c = 0; c < C::kChunks; ++c)
-          tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_v, 64 * c, k0 + n * kBlockN, hkv, tma_b,
-                      vring.full_barrier(st));
+          for (int c = 0; c < C::kChunks; ++c)
+            tma_load_4d(s_k + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_k, 64 * c, w.k0 + n * kBlockN, hkv,
+                        w.tma_b, kring.full_barrier(st));
+          vring.producer_acquire(st);
+          vring.producer_expect_tx(st, C::kTileBytes);
+#pragma unroll
+          for (int c = 0; c < C::kChunks; ++c)
+            tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_v, 64 * c, w.k0 + n * kBlockN, hkv,
+                        w.tma_b, vring.full_barrier(st));
+        }
+        ++it;
       }
     }
     return;
@@ -386,132 +422,147 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   ptx::setmaxnreg_inc<240>();
   const int cw = wg - 1;  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  const int row_base = m0 + 64 * cw + 16 * warp + lane / 4;  // + 8 h
-  KeyRange keys[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-    keys[h] = attn_key_range(row_base + 8 * h, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-
-  float o[kD / 2];
-#pragma unroll
-  for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f}, scale_o[2];
-  float s[kBlockN / 2];
-  uint32_t pa[kBlockN / 16][4];
-
-  ptx::mbar_wait(q_full, 0);
+  const int key_lane = 2 * (lane % 4);
   const uint32_t q_addr = smem_u32(s_q) + cw * 64 * 128;
   auto k_addr = [&](const PipelineState<kStages>& st) { return smem_u32(s_k + st.stage() * C::kTileBytes); };
   auto v_addr = [&](const PipelineState<kStages>& st) { return smem_u32(s_v + st.stage() * C::kTileBytes); };
-  const int key_lane = 2 * (lane % 4);
   PipelineState<kStages> st;
-  if constexpr (!C::kIntraWgOverlap) {
-    for (int n = n_lo; n < n_hi; ++n, ++st) {
-      kring.consumer_wait(st);
-      ptx::wgmma_fence();
-      issue_qk<T, C>(s, q_addr, k_addr(st));
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      ptx::wgmma_fence_operands(s);
-      kring.consumer_release(st);
-      softmax_block<kBlockN, kSoftcap>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n), s, n * kBlockN + key_lane, keys,
-                                         row_max, row_sum, scale_o);
-      scale_rows<kD>(o, scale_o);
-      pack_p<T, kBlockN>(s, pa);
-      vring.consumer_wait(st);
-      ptx::wgmma_fence();
-      issue_pv<T, C>(o, pa, v_addr(st));
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      ptx::wgmma_fence_operands(o);
-      vring.consumer_release(st);
-    }
-  } else if (n_lo < n_hi) {
-    // S of block n + 1 is issued with PV of block n: the softmax of n + 1 runs while PV(n) does;
-    // only O's rescale waits for it. Between a wgmma's issue and its wait the code has no branch
-    // (ptxas serializes wgmma across one): the barrier waits come before the issue, and the
-    // blocks are walked in three loops — those the mask cuts before the blocks every row sees
-    // whole, those, and the ones the mask cuts after them — each with its softmax compiled for
-    // its kind, so the range test runs only where a key can be masked. A turn is passed after
-    // every issue (warpgroup 1's last pass is one arrival nobody waits for).
-    if constexpr (C::kPingpong)
-      if (cw == 1) ptx::named_barrier_arrive(1, 256);  // warpgroup 0 issues first
-    turn_wait<C>(cw);
-    kring.consumer_wait(st);
-    ptx::wgmma_fence();
-    issue_qk<T, C>(s, q_addr, k_addr(st));
-    ptx::wgmma_commit_group();
-    turn_pass<C>(cw);
-    ptx::wgmma_wait_group<0>();
-    ptx::wgmma_fence_operands(s);
-    kring.consumer_release(st);
-    online_softmax<kBlockN, true, kSoftcap>(p, s, n_lo * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
-    pack_p<T, kBlockN>(s, pa);
-    PipelineState<kStages> sv = st;
-    ++st;
-    // One block n > n_lo: S(n) issued with PV(n - 1).
-    auto step = [&]<bool kMask>(int n) {
+  int it = 0;
+  bool turns_started = false;  // ping-pong: warpgroup 1's opening arrival is made once per CTA
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    Work w;
+    if (!setup(tile, w)) continue;
+    const FwdParams& p = w.p;
+    const int m0 = w.m0, n_lo = w.n_lo, n_hi = w.n_hi;
+    const int row_base = m0 + 64 * cw + 16 * warp + lane / 4;  // + 8 h
+    KeyRange keys[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      keys[h] = attn_key_range(row_base + 8 * h, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+
+    float o[kD / 2];
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f}, scale_o[2];
+    float s[kBlockN / 2];
+    uint32_t pa[kBlockN / 16][4];
+
+    ptx::mbar_wait(q_full, it & 1);
+    if constexpr (!C::kIntraWgOverlap) {
+      for (int n = n_lo; n < n_hi; ++n, ++st) {
+        kring.consumer_wait(st);
+        ptx::wgmma_fence();
+        issue_qk<T, C>(s, q_addr, k_addr(st));
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        ptx::wgmma_fence_operands(s);
+        kring.consumer_release(st);
+        softmax_block<kBlockN, kSoftcap>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n), s, n * kBlockN + key_lane,
+                                         keys, row_max, row_sum, scale_o);
+        scale_rows<kD>(o, scale_o);
+        pack_p<T, kBlockN>(s, pa);
+        vring.consumer_wait(st);
+        ptx::wgmma_fence();
+        issue_pv<T, C>(o, pa, v_addr(st));
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        ptx::wgmma_fence_operands(o);
+        vring.consumer_release(st);
+      }
+      ptx::mbar_arrive(q_empty);  // every S of the tile is computed
+    } else if (n_lo >= n_hi) {
+      ptx::mbar_arrive(q_empty);
+    } else {
+      // S of block n + 1 is issued with PV of block n: the softmax of n + 1 runs while PV(n) does;
+      // only O's rescale waits for it. Between a wgmma's issue and its wait the code has no branch
+      // (ptxas serializes wgmma across one): the barrier waits come before the issue, and the
+      // blocks are walked in three loops — those the mask cuts before the blocks every row sees
+      // whole, those, and the ones the mask cuts after them — each with its softmax compiled for
+      // its kind, so the range test runs only where a key can be masked. A turn is passed after
+      // every issue; warpgroup 1 opens the turns once (its last pass of a tile opens warpgroup
+      // 0's first turn of the next; the last one is an arrival nobody waits for).
+      if constexpr (C::kPingpong)
+        if (cw == 1 && !turns_started) ptx::named_barrier_arrive(1, 256);  // warpgroup 0 issues first
+      turns_started = true;
       turn_wait<C>(cw);
       kring.consumer_wait(st);
-      vring.consumer_wait(sv);
       ptx::wgmma_fence();
       issue_qk<T, C>(s, q_addr, k_addr(st));
       ptx::wgmma_commit_group();
-      issue_pv<T, C>(o, pa, v_addr(sv));
-      ptx::wgmma_commit_group();
       turn_pass<C>(cw);
-      ptx::wgmma_wait_group<1>();
+      ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operands(s);
       kring.consumer_release(st);
-      online_softmax<kBlockN, kMask, kSoftcap>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+      online_softmax<kBlockN, true, kSoftcap>(p, s, n_lo * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+      pack_p<T, kBlockN>(s, pa);
+      PipelineState<kStages> sv = st;
+      ++st;
+      // One block n > n_lo: S(n) issued with PV(n - 1).
+      auto step = [&]<bool kMask>(int n) {
+        turn_wait<C>(cw);
+        kring.consumer_wait(st);
+        vring.consumer_wait(sv);
+        ptx::wgmma_fence();
+        issue_qk<T, C>(s, q_addr, k_addr(st));
+        ptx::wgmma_commit_group();
+        issue_pv<T, C>(o, pa, v_addr(sv));
+        ptx::wgmma_commit_group();
+        turn_pass<C>(cw);
+        ptx::wgmma_wait_group<1>();
+        ptx::wgmma_fence_operands(s);
+        kring.consumer_release(st);
+        online_softmax<kBlockN, kMask, kSoftcap>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+        ptx::wgmma_wait_group<0>();
+        ptx::wgmma_fence_operands(o);
+        vring.consumer_release(sv);
+        scale_rows<kD>(o, scale_o);
+        pack_p<T, kBlockN>(s, pa);
+        sv = st;
+        ++st;
+      };
+      // The blocks every row of the tile sees whole: [ceil(lo of the last row / N), (hi of the
+      // first row + 1) / N), clamped to the blocks after n_lo.
+      int whole_lo, whole_hi;
+      {
+        const int last = min(m0 + C::kBlockM, p.seqlen_q) - 1;
+        const KeyRange first_row = attn_key_range(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        const KeyRange last_row = attn_key_range(last, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        whole_lo = min(max(static_cast<int>((last_row.lo + kBlockN - 1) / kBlockN), n_lo + 1), n_hi);
+        whole_hi = min(max(static_cast<int>((first_row.hi + 1) / kBlockN), whole_lo), n_hi);
+      }
+      for (int n = n_lo + 1; n < whole_lo; ++n) step.template operator()<true>(n);
+      for (int n = whole_lo; n < whole_hi; ++n) step.template operator()<false>(n);
+      for (int n = whole_hi; n < n_hi; ++n) step.template operator()<true>(n);
+      ptx::mbar_arrive(q_empty);  // every S of the tile is computed: the producer may reload Q
+      vring.consumer_wait(sv);
+      ptx::wgmma_fence();
+      issue_pv<T, C>(o, pa, v_addr(sv));
+      ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operands(o);
       vring.consumer_release(sv);
-      scale_rows<kD>(o, scale_o);
-      pack_p<T, kBlockN>(s, pa);
-      sv = st;
-      ++st;
-    };
-    // The blocks every row of the tile sees whole: [ceil(lo of the last row / N), (hi of the
-    // first row + 1) / N), clamped to the blocks after n_lo.
-    int whole_lo, whole_hi;
-    {
-      const int last = min(m0 + C::kBlockM, p.seqlen_q) - 1;
-      const KeyRange first_row = attn_key_range(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-      const KeyRange last_row = attn_key_range(last, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-      whole_lo = min(max(static_cast<int>((last_row.lo + kBlockN - 1) / kBlockN), n_lo + 1), n_hi);
-      whole_hi = min(max(static_cast<int>((first_row.hi + 1) / kBlockN), whole_lo), n_hi);
     }
-    for (int n = n_lo + 1; n < whole_lo; ++n) step.template operator()<true>(n);
-    for (int n = whole_lo; n < whole_hi; ++n) step.template operator()<false>(n);
-    for (int n = whole_hi; n < n_hi; ++n) step.template operator()<true>(n);
-    vring.consumer_wait(sv);
-    ptx::wgmma_fence();
-    issue_pv<T, C>(o, pa, v_addr(sv));
-    ptx::wgmma_commit_group();
-    ptx::wgmma_wait_group<0>();
-    ptx::wgmma_fence_operands(o);
-    vring.consumer_release(sv);
-  }
+    ++it;
 
-  // Epilogue: O / l rounded once, two adjacent columns per store; LSE in natural log.
-  T* out = static_cast<T*>(p.o);
+    // Epilogue: O / l rounded once, two adjacent columns per store; LSE in natural log.
+    T* out = static_cast<T*>(p.o);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = row_sum[h];
-    l += __shfl_xor_sync(0xffffffff, l, 1);
-    l += __shfl_xor_sync(0xffffffff, l, 2);
-    const int row = row_base + 8 * h;
-    if (row >= p.seqlen_q) continue;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    T* orow = out + int64_t(b) * p.so.b + int64_t(q0 + row) * p.so.s + int64_t(hq) * p.so.h + key_lane;
+    for (int h = 0; h < 2; ++h) {
+      float l = row_sum[h];
+      l += __shfl_xor_sync(0xffffffff, l, 1);
+      l += __shfl_xor_sync(0xffffffff, l, 2);
+      const int row = row_base + 8 * h;
+      if (row >= p.seqlen_q) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      T* orow = out + int64_t(w.b) * p.so.b + int64_t(w.q0 + row) * p.so.s + int64_t(w.hq) * p.so.h + key_lane;
 #pragma unroll
-    for (int j = 0; j < kD / 8; ++j)
-      if (8 * j < p.head_dim)  // D is a multiple of 8: a thread's column pair is wholly in or out
-        *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-    if (lane % 4 == 0)
-      p.lse[kVarlen ? int64_t(hq) * p.total_q + q0 + row : (int64_t(b) * p.heads_q + hq) * p.seqlen_q + row] =
-          l > 0.f ? (row_max[h] * (kSoftcap ? 1.f : p.scale_log2) + log2f(l)) * 0.69314718055994531f : -INFINITY;
+      for (int j = 0; j < kD / 8; ++j)
+        if (8 * j < p.head_dim)  // D is a multiple of 8: a thread's column pair is wholly in or out
+          *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+      if (lane % 4 == 0)
+        p.lse[kVarlen ? int64_t(w.hq) * p.total_q + w.q0 + row : (int64_t(w.b) * p.heads_q + w.hq) * p.seqlen_q + row] =
+            l > 0.f ? (row_max[h] * (kSoftcap ? 1.f : p.scale_log2) + log2f(l)) * 0.69314718055994531f : -INFINITY;
+    }
   }
 }
 
@@ -547,9 +598,10 @@ constexpr bool thd_rung() {
 }
 
 template <class T, int kD, class P>
-void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name) {
+void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name, bool persistent) {
   using C = Cfg<kD, P>;
   FwdParams p{};
+  p.batch = static_cast<int>(a.batch);
   p.seqlen_q = static_cast<int>(a.seqlen_q), p.seqlen_k = static_cast<int>(a.seqlen_k);
   p.heads_q = static_cast<int>(a.heads_q), p.group = static_cast<int>(a.heads_q / a.heads_kv);
   p.head_dim = static_cast<int>(a.head_dim);
@@ -582,8 +634,11 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name)
     return true;
   }();
   (void)configured;
-  dim3 grid(static_cast<unsigned>(ceil_div(a.seqlen_q, C::kBlockM)), static_cast<unsigned>(a.heads_q),
-            static_cast<unsigned>(a.batch));
+  // One CTA per tile, or persistent: one CTA per SM (its shared memory and registers fill one),
+  // each looping over tiles. The kernel is the same; the grid decides.
+  const int64_t tiles = ceil_div(a.seqlen_q, C::kBlockM) * a.heads_q * a.batch;
+  const int64_t resident = persistent ? resident_grid(kernel, C::kThreads, C::kSmemBytes) : int64_t(INT32_MAX);
+  const int grid = static_cast<int>(std::min<int64_t>(tiles, resident));
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(mq, mk, mv, p);
   HK_CHECK_LAUNCH(name);
 }
@@ -599,24 +654,29 @@ struct V06Policy {
   static constexpr bool kPingpong = true;        // the consumer warpgroups take turns at the MMAs
 };
 
-// The 256-column tile's kernels compile in their own translation units (v05_wgmma_tma_d256.cu,
-// v06_pingpong_overlap_d256.cu): with them, a rung's file took over a minute on 2 cores.
-#define HK_ATTN_D256(extern_, P)                                                                               \
-  extern_ template void launch_typed<__nv_bfloat16, 256, P>(const AttentionArgs&, cudaStream_t, const char*); \
-  extern_ template void launch_typed<__half, 256, P>(const AttentionArgs&, cudaStream_t, const char*);
-HK_ATTN_D256(extern, V05Policy)
-HK_ATTN_D256(extern, V06Policy)
+// Each rung's kernels are instantiated once, in its own file (v05_wgmma_tma.cu, v06_pingpong_overlap.cu
+// and, for the 256-column tile, v05_wgmma_tma_d256.cu, v06_pingpong_overlap_d256.cu: with it, a
+// rung's file took over a minute on 2 cores); other users (v09) link to them.
+#define HK_ATTN_INSTANCES(extern_, P, D)                                                                     \
+  extern_ template void launch_typed<__nv_bfloat16, D, P>(const AttentionArgs&, cudaStream_t, const char*, bool); \
+  extern_ template void launch_typed<__half, D, P>(const AttentionArgs&, cudaStream_t, const char*, bool);
+HK_ATTN_INSTANCES(extern, V05Policy, 64)
+HK_ATTN_INSTANCES(extern, V05Policy, 128)
+HK_ATTN_INSTANCES(extern, V05Policy, 256)
+HK_ATTN_INSTANCES(extern, V06Policy, 64)
+HK_ATTN_INSTANCES(extern, V06Policy, 128)
+HK_ATTN_INSTANCES(extern, V06Policy, 256)
 
 // Launches the kernel of policy P for a's dtype and head dim: the 64-column tile for D <= 64, the
 // 128-column one up to 128, the 256-column one above (columns past D are zeros: D = 80 does 128
 // columns' tensor work, D = 192 256 columns').
 template <class P>
-void launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream, const char* name) {
+void launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream, const char* name, bool persistent = false) {
   auto with_d = [&](auto t) {
     using T = decltype(t);
-    if (a.head_dim <= 64) launch_typed<T, 64, P>(a, stream, name);
-    else if (a.head_dim <= 128) launch_typed<T, 128, P>(a, stream, name);
-    else launch_typed<T, 256, P>(a, stream, name);
+    if (a.head_dim <= 64) launch_typed<T, 64, P>(a, stream, name, persistent);
+    else if (a.head_dim <= 128) launch_typed<T, 128, P>(a, stream, name, persistent);
+    else launch_typed<T, 256, P>(a, stream, name, persistent);
   };
   if (a.dtype == DType::kF16) with_d(__half{});
   else with_d(__nv_bfloat16{});
@@ -647,10 +707,8 @@ inline std::string hopper_attention_supports(const AttentionProblem& p, const ch
       bad(p.str_v, p.rows_k(), p.heads_kv, 8))
     return r + " needs q, k, v strides that are multiples of 8 elements (TMA's 16 bytes)";
   if (bad(p.str_o, p.rows_q(), p.heads_q, 2)) return r + " stores o in pairs: even o strides";
-  for (int64_t v : {p.batch, p.heads_q})
-    if (v > 65535) return r + "'s grid takes B and Hq up to 65535";
-  for (int64_t v : {p.seqlen_q, p.seqlen_k})
-    if (v > INT32_MAX) return r + " takes sequence lengths below 2^31";
+  for (int64_t v : {p.batch, p.heads_q, p.seqlen_q, p.seqlen_k})
+    if (v > INT32_MAX) return r + " takes B, Hq and sequence lengths below 2^31";
   return "";
 }
 

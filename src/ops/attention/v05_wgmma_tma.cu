@@ -41,3 +41,8 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v05_wgmma_tma
                     90, kFlagProduction, attention_v05_supports, attention_v05_launch);
 
 }  // namespace hk::attention_v05_wgmma_tma
+
+namespace hk::attn_hopper {
+HK_ATTN_INSTANCES(, V05Policy, 64)
+HK_ATTN_INSTANCES(, V05Policy, 128)
+}  // namespace hk::attn_hopper

@@ -6,5 +6,5 @@
 #include "attention/hopper_attention.cuh"
 
 namespace hk::attn_hopper {
-HK_ATTN_D256(, V05Policy)
+HK_ATTN_INSTANCES(, V05Policy, 256)
 }  // namespace hk::attn_hopper

@@ -38,3 +38,8 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v06_pingpong_
                     90, kFlagProduction, attention_v06_supports, attention_v06_launch);
 
 }  // namespace hk::attention_v06_pingpong_overlap
+
+namespace hk::attn_hopper {
+HK_ATTN_INSTANCES(, V06Policy, 64)
+HK_ATTN_INSTANCES(, V06Policy, 128)
+}  // namespace hk::attn_hopper

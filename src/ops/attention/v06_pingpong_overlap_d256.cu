@@ -5,5 +5,5 @@
 #include "attention/hopper_attention.cuh"
 
 namespace hk::attn_hopper {
-HK_ATTN_D256(, V06Policy)
+HK_ATTN_INSTANCES(, V06Policy, 256)
 }  // namespace hk::attn_hopper
