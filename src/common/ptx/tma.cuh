@@ -104,6 +104,13 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
   cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, bar);
 }
 
+// Adds `bytes` of f32 from this CTA's shared `src` into global `dst` element-wise (one bulk
+// reduction, atomic per element; no tensor map): both 16-byte aligned, bytes a multiple of 16.
+// Completes with the thread's next bulk group (bulk_commit_group, then bulk_wait_group_*).
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
+  cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add, dst, src, bytes);
+}
+
 __device__ __forceinline__ void bulk_commit_group() { cuda::ptx::cp_async_bulk_commit_group(); }
 
 // Waits until at most N of this thread's bulk groups still read their shared-memory source.

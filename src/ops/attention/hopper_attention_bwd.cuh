@@ -21,7 +21,11 @@
 //                                     operands MN-major (transpose bits on A and B); D = 128:
 //                                     warpgroup w sums all 128 keys for D columns 64w..64w+63;
 //                                     D = 64: warpgroup w sums its own 64 keys for all columns
-//      and adds its 64 x 64 dQ tile into an f32 accumulator with red.global.add.v2.f32.
+//      and adds its 64 x 64 dQ tile into an f32 accumulator: D <= 128 by one bulk reduction
+//      (cp.reduce.async.bulk, the tile staged in shared memory in the accumulator fragment's
+//      order), D = 256 and the deterministic mode with red.global.add.v2.f32.
+//      Overlap within a warpgroup: P^T's exponentials run while dP^T is in the tensor cores, and
+//      the tensor-core queue per block is dV, dQ, dK, so that dQ's reductions run under dK.
 //      D = 256: 64 keys per CTA; both warpgroups compute S^T and dP^T, and warpgroup w
 //      accumulates dK and dV's columns 128w..128w+127 and dQ's in two 64-column tiles. With
 //      `deterministic` the adds to a query block take turns in key-block order (a counter per
@@ -77,7 +81,13 @@ struct Cfg {
   static constexpr int kOffDs = kOffDo + kStages * kQBytes;
   static constexpr int kOffLse = kOffDs + 2 * kDsBytes;
   static constexpr int kOffDelta = kOffLse + kStages * kStatBytes;
-  static constexpr int kOffBar = kOffDelta + kStages * kStatBytes;
+  // dQ by bulk reduction (D <= 128; D = 256 has no room): one 64 x 64 f32 tile per consumer
+  // warpgroup, in the accumulator fragment's order (see dq_tile_offset), added to global memory
+  // by one cp.reduce.async.bulk.
+  static constexpr bool kBulkDq = !kSplitD;
+  static constexpr int kDqTileBytes = 64 * 64 * 4;
+  static constexpr int kOffDq = kOffDelta + kStages * kStatBytes;
+  static constexpr int kOffBar = kOffDq + (kBulkDq ? 2 * kDqTileBytes : 0);
   static constexpr int kBarrierBytes = PipelineRing<kStages>::kBarrierBytes + 8;  // the ring, K/V's barrier
   static constexpr int kSmemBytes = 1024 + kOffBar + kBarrierBytes;
   // Bytes one ring slot receives: Q and dO tiles (full boxes, zero-filled past Sq), lse, Delta.
@@ -98,12 +108,22 @@ struct BwdParams {
   float cap_in, cap_out;              // softcap: s = cap_out * tanh(x * cap_in) in log2 units
   const float* lse2;                  // [B Hq][sq_pad]: lse * log2(e)
   const float* delta;                 // [B Hq][sq_pad]
-  float* dq_acc;                      // [B Hq][sq_pad][kD]
+  float* dq_acc;                      // [B Hq][sq_pad][kD], or in tiles (dq_bulk, see dq_tile_offset)
   int* dq_turn;                       // [B Hq][sq_pad / 64][2]: deterministic adds' counters
   void *dk, *dv;
   AttnStrides sdk, sdv;
   int deterministic;
+  int dq_bulk;  // dQ's tiles added by bulk reduction (kBulkDq and not deterministic)
 };
+
+// dQ's accumulator with bulk reduction: tiles of 64 rows x 64 columns, [B Hq][sq_pad / 64][kD / 64],
+// each in the order of a warpgroup's wgmma accumulator fragment, so that the warpgroup writes it
+// to shared memory with conflict-free 16-byte stores and adds it with one contiguous bulk
+// reduction: element 4j + 2h + c of thread t (row 16 (t / 32) + (t % 32) / 4 + 8h, column
+// 8j + 2(t % 4) + c) is float (128 j + t) * 4 + 2h + c of the tile.
+__host__ __device__ __forceinline__ int64_t dq_tile_offset(int64_t bh, int sq_pad, int kd, int m_blk, int chunk) {
+  return ((bh * (sq_pad / 64) + m_blk) * (kd / 64) + chunk) * 4096;
+}
 
 // The first and last query rows that see key j (the mask rule of attn_key_range solved for the
 // row), clamped to [0, Sq] and [-1, Sq - 1]: empty when first > last.
@@ -149,12 +169,48 @@ __device__ __forceinline__ float tanh_ex2(float x) {
   return fmaf(-2.f, r, 1.f);
 }
 
-// P^T and dS^T in place of S^T and dP^T for one 64-key x 64-row tile. Element 4j + 2h + c of a
-// thread is key row `key_row + 8h`, query column 8j + 2(lane % 4) + c. kMask: the range test
-// (the tile holds pairs the mask cuts, keys past Sk or rows past Sq).
-template <bool kMask, bool kSoftcap>
-__device__ __forceinline__ void probs_and_ds(const BwdParams& p, float (&s)[32], float (&dp)[32], const float* lse_s,
-                                             const float* delta_s, int q0, const int (&qlo)[2], const int (&qhi)[2]) {
+// The elements of one 64-key x 64-row tile a thread holds: element 4j + 2h + c is key row
+// `key_row + 8h`, query column 8j + 2(lane % 4) + c. kMask: the range test (the tile holds pairs
+// the mask cuts, keys past Sk or rows past Sq) zeroes P^T where a row does not see the key.
+
+// P^T = exp2(S^T scale log2(e) - lse log2(e)) in place of S^T: runs while dP^T's wgmma is in flight.
+template <bool kMask>
+__device__ __forceinline__ void probs(const BwdParams& p, float (&s)[32], const float* lse_s, int q0, const int (&qlo)[2],
+                                      const int (&qhi)[2]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * j);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int i = 4 * j + 2 * h + c;
+        float pr = fast_exp2(fmaf(s[i], p.scale_log2, -(c ? lse.y : lse.x)));
+        if constexpr (kMask) {
+          const int q = q0 + 8 * j + c;
+          if (q < qlo[h] || q > qhi[h]) pr = 0.f;
+        }
+        s[i] = pr;
+      }
+  }
+}
+
+// dS^T = P^T (dP^T - Delta) in place of dP^T.
+__device__ __forceinline__ void dscores(const float (&pr)[32], float (&dp)[32], const float* delta_s) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 dl = *reinterpret_cast<const float2*>(delta_s + 8 * j);
+#pragma unroll
+    for (int i = 4 * j; i < 4 * j + 4; ++i) dp[i] = pr[i] * (dp[i] - (i % 2 ? dl.y : dl.x));
+  }
+}
+
+// Softcap: P^T and dS^T together once dP^T is in, from s = tanh(x * cap_in) (applied while dP^T
+// was in flight): P^T = exp2(cap_out t - lse log2(e)), dS^T = P^T (dP^T - Delta) (1 - t^2).
+template <bool kMask>
+__device__ __forceinline__ void softcap_probs_and_ds(const BwdParams& p, float (&s)[32], float (&dp)[32],
+                                                     const float* lse_s, const float* delta_s, int q0,
+                                                     const int (&qlo)[2], const int (&qhi)[2]) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * j);
@@ -164,21 +220,14 @@ __device__ __forceinline__ void probs_and_ds(const BwdParams& p, float (&s)[32],
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int i = 4 * j + 2 * h + c;
-        const float l = c ? lse.y : lse.x, d = c ? dl.y : dl.x;
-        float pr, dcap = 1.f;
-        if constexpr (kSoftcap) {
-          const float t = s[i];  // tanh(x * cap_in), applied while dP^T was in flight
-          dcap = 1.f - t * t;
-          pr = fast_exp2(p.cap_out * t - l);
-        } else {
-          pr = fast_exp2(fmaf(s[i], p.scale_log2, -l));
-        }
+        const float t = s[i];
+        float pr = fast_exp2(p.cap_out * t - (c ? lse.y : lse.x));
         if constexpr (kMask) {
           const int q = q0 + 8 * j + c;
           if (q < qlo[h] || q > qhi[h]) pr = 0.f;
         }
         s[i] = pr;
-        dp[i] = pr * (dp[i] - d) * dcap;
+        dp[i] = pr * (dp[i] - (c ? dl.y : dl.x)) * (1.f - t * t);
       }
   }
 }
@@ -201,6 +250,7 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
   uint8_t* s_ds = smem + C::kOffDs;
   float* s_lse = reinterpret_cast<float*>(smem + C::kOffLse);
   float* s_delta = reinterpret_cast<float*>(smem + C::kOffDelta);
+  float* s_dq = reinterpret_cast<float*>(smem + C::kOffDq);
   const PipelineRing<kStages> ring = PipelineRing<kStages>::at(smem + C::kOffBar);
   uint64_t* kv_full = static_cast<uint64_t*>(ring.end());
 
@@ -304,21 +354,28 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       ptx::wgmma_m64n64k16<T, false, false>(dp, da, db, kk > 0);
     }
     ptx::wgmma_commit_group();
+    // P^T while dP^T is still in the tensor cores (softcap: tanh), dS^T once it is in.
+    const float* lse_s = s_lse + st.stage() * kBlockM + col;
+    const float* delta_s = s_delta + st.stage() * kBlockM + col;
+    const bool whole = m0 >= wq_lo && m0 + kBlockM - 1 <= wq_hi;  // no pair of the tile is masked
     ptx::wgmma_wait_group<1>();
     ptx::wgmma_fence_operands(s);
     if constexpr (kSoftcap) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) s[i] = tanh_ex2(s[i] * p.cap_in);
+    } else if (whole) {
+      probs<false>(p, s, lse_s, m0 + col, qlo, qhi);
+    } else {
+      probs<true>(p, s, lse_s, m0 + col, qlo, qhi);
     }
     ptx::wgmma_wait_group<0>();
     ptx::wgmma_fence_operands(dp);
-
-    const float* lse_s = s_lse + st.stage() * kBlockM + col;
-    const float* delta_s = s_delta + st.stage() * kBlockM + col;
-    if (m0 >= wq_lo && m0 + kBlockM - 1 <= wq_hi)
-      probs_and_ds<false, kSoftcap>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
-    else
-      probs_and_ds<true, kSoftcap>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+    if constexpr (kSoftcap) {
+      if (whole) softcap_probs_and_ds<false>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+      else softcap_probs_and_ds<true>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+    } else {
+      dscores(s, dp, delta_s);
+    }
 
     // P^T and dS^T as A fragments: n8 blocks 2 kk and 2 kk + 1 are k16 step kk.
     uint32_t pa[4][4], da[4][4];
@@ -338,21 +395,19 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       ptx::fence_proxy_async_smem();  // the generic-proxy writes before the wgmma (async proxy) reads
     }
 
-    // dV += P^T dO and dK += dS^T Q: dO and Q are MN-major (D contiguous) B operands; a k16 step
-    // is 16 query rows = 2048 bytes, 64-wide D chunks a slot's chunk apart.
+    // The tensor-core queue per block: dV += P^T dO, then (once the dS^T rows it reads are
+    // written) dQ = dS K, then dK += dS^T Q; dQ's reductions run while dK is in the tensor
+    // cores. dO and Q are MN-major (D contiguous) B operands: a k16 step is 16 query rows =
+    // 2048 bytes, 64-wide D chunks a slot's chunk apart.
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       attn_hopper::wgmma_pv<T, C::kCols>(dv, pa[kk],
                                          ptx::make_smem_desc_sw128(do_addr + col_off + kk * 2048, kBlockM * 128, 1024));
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      attn_hopper::wgmma_pv<T, C::kCols>(dk, da[kk],
-                                         ptx::make_smem_desc_sw128(q_addr + col_off + kk * 2048, kBlockM * 128, 1024));
     ptx::wgmma_commit_group();
 
-    // dQ = dS K over this warpgroup's keys and column chunks, once every dS^T row it reads is
-    // written (D = 128 and 256: both warpgroups' rows, or warpgroup 0's; D = 64: its own). The
+    // dQ over this warpgroup's keys and column chunks, once every dS^T row it reads is written
+    // (D = 128 and 256: both warpgroups' rows, or warpgroup 0's; D = 64: its own). The
     // deterministic adds take the turn before the first chunk's adds and pass it after the last.
     if constexpr (kD == 64) ptx::named_barrier_sync(2 + w, 128);
     else ptx::named_barrier_sync(1, 256);
@@ -372,14 +427,37 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
         ptx::wgmma_m64n64k16<T, true, true>(dq, da_, db_, kk > 0);
       }
       ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      ptx::wgmma_fence_operands(dq);
       if (part == 0) {
-        ptx::wgmma_fence_operands(dk);
-        ptx::wgmma_fence_operands(dv);
-        ring.consumer_release(st);  // every read of the slot (wgmma, lse, Delta) is done
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          attn_hopper::wgmma_pv<T, C::kCols>(
+              dk, da[kk], ptx::make_smem_desc_sw128(q_addr + col_off + kk * 2048, kBlockM * 128, 1024));
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<1>();  // dV and dQ's first chunk; dK still in flight
+      } else {
+        ptx::wgmma_wait_group<0>();
       }
+      ptx::wgmma_fence_operands(dq);
 
+      if (C::kBulkDq && p.dq_bulk) {
+        // The tile into this warpgroup's buffer once its previous reduction has read it, then
+        // one bulk reduction by one thread.
+        float* tile = s_dq + w * 4096;
+        if (t == 0) ptx::bulk_wait_group_read<0>();
+        ptx::named_barrier_sync(2 + w, 128);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          *reinterpret_cast<float4*>(tile + (128 * j + t) * 4) =
+              make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_sync(2 + w, 128);
+        if (t == 0) {
+          ptx::bulk_reduce_add_f32(
+              p.dq_acc + dq_tile_offset(int64_t(b) * p.heads_q + hq, p.sq_pad, kD, m, dq_chunk), tile, C::kDqTileBytes);
+          ptx::bulk_commit_group();
+        }
+        continue;
+      }
       // dq_acc[row][dq_chunk * 64 + column] += dq: rows key_row + 8 h of the query block.
       float* acc = p.dq_acc + ((int64_t(b) * p.heads_q + hq) * p.sq_pad + m0 + key_row) * kD + dq_chunk * 64 + col;
       if (part == 0 && p.deterministic) {
@@ -396,12 +474,19 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
         for (int j = 0; j < 8; ++j)
           ptx::red_add_v2(acc + 8 * h * kD + 8 * j, dq[4 * j + 2 * h], dq[4 * j + 2 * h + 1]);
     }
+    ptx::wgmma_wait_group<0>();
+    ptx::wgmma_fence_operands(dk);
+    ptx::wgmma_fence_operands(dv);
+    ring.consumer_release(st);  // every read of the slot (wgmma, lse, Delta) is done
     if (p.deterministic) {
       __threadfence();
       ptx::named_barrier_sync(2 + w, 128);
       if (t == 0) ptx::red_release_gpu_add(turn, 1);
     }
   }
+
+  // The last reduction's reads of the tile buffer and its writes finish before the CTA exits.
+  if (C::kBulkDq && p.dq_bulk && t == 0) ptx::bulk_wait_group_all();
 
   // dK = scale * dK (the scores' scale; softcap's factor is in dS), dV as summed.
   T* dK = static_cast<T*>(p.dk) + int64_t(b) * p.sdk.b + int64_t(hkv) * p.sdk.h;
@@ -478,17 +563,32 @@ __global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a,
   }
 }
 
-// dq = scale * dq_acc in dq's dtype and strides, 8 elements (two float4 in, 16 bytes out) per step;
-// dq_acc's rows are kD wide, dq's D (the first D columns).
+// dq = scale * dq_acc in dq's dtype and strides, 8 elements (16 bytes out) per step; dq_acc's
+// rows are kD wide (or in tiles: `tiled`, dq_tile_offset), dq's D (the first D columns).
 template <class T, int kD>
 __global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionArgs a, int sq_pad,
-                                                                const float* dq_acc) {
+                                                                const float* dq_acc, int tiled) {
   const int64_t per_row = a.head_dim / 8, chunks = a.batch * a.heads_q * a.seqlen_q * per_row;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < chunks; e += int64_t(gridDim.x) * blockDim.x) {
     const int d = static_cast<int>(e % per_row) * 8;
     const int64_t r = e / per_row, i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
-    const float4* src = reinterpret_cast<const float4*>(dq_acc + (bh * sq_pad + i) * kD + d);
-    const float4 x = src[0], y = src[1];
+    float4 x, y;
+    if (tiled) {
+      // Row ii of the tile is thread 32 (ii / 16) + 4 (ii % 8) + q's half (ii % 16) / 8; columns
+      // 8j + 2q, +1 are its element pair 4j + 2 half (+1), at float (128 j + thread) * 4 + 2 half.
+      const int ii = static_cast<int>(i % 64), j = (d % 64) / 8, half = (ii % 16) / 8;
+      const float* tile = dq_acc + dq_tile_offset(bh, sq_pad, kD, static_cast<int>(i / 64), d / 64) + 512 * j + 2 * half;
+      const int t0 = 32 * (ii / 16) + 4 * (ii % 8);
+      const float2 v0 = *reinterpret_cast<const float2*>(tile + 4 * t0);
+      const float2 v1 = *reinterpret_cast<const float2*>(tile + 4 * (t0 + 1));
+      const float2 v2 = *reinterpret_cast<const float2*>(tile + 4 * (t0 + 2));
+      const float2 v3 = *reinterpret_cast<const float2*>(tile + 4 * (t0 + 3));
+      x = make_float4(v0.x, v0.y, v1.x, v1.y);
+      y = make_float4(v2.x, v2.y, v3.x, v3.y);
+    } else {
+      const float4* src = reinterpret_cast<const float4*>(dq_acc + (bh * sq_pad + i) * kD + d);
+      x = src[0], y = src[1];
+    }
     const float s = a.scale;
     uint4 out;
     out.x = pack2<T>(s * x.x, s * x.y);
@@ -533,6 +633,7 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   p.lse2 = lse2, p.delta = delta, p.dq_acc = dq_acc, p.dq_turn = dq_turn;
   p.dk = a.dk, p.dv = a.dv, p.sdk = a.sdk, p.sdv = a.sdv;
   p.deterministic = a.deterministic ? 1 : 0;
+  p.dq_bulk = C::kBulkDq && !a.deterministic ? 1 : 0;
   // D-wide maps: a box's columns past D arrive as zeros (the kernel computes kD columns)
   const int64_t d = a.head_dim;
   const CUtensorMap mq = attn_hopper::operand_map(a.q, a.dtype, a.seqlen_q, a.heads_q, a.batch, d, a.sq, C::kBlockM);
@@ -554,7 +655,7 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
 
   attention_v07_dq_convert<T, kD>
       <<<grid_for(ceil_div(a.batch * a.heads_q * a.seqlen_q * (a.head_dim / 8), 256)), 256, 0, stream>>>(a, sq_pad,
-                                                                                                         dq_acc);
+                                                                                                         dq_acc, p.dq_bulk);
   HK_CHECK_LAUNCH("attention_v07 dq convert");
 }
 
