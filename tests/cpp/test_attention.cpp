@@ -400,19 +400,26 @@ TEST(AttentionDispatch, PicksByShape) {
     if (pad) p.str_q = {1000 * 8 * (d + pad), 8 * (d + pad), d + pad};
     return reg.pick(p).name();
   };
-  EXPECT_EQ(pick(64, false), "v05_wgmma_tma");
-  EXPECT_EQ(pick(128, false), "v06_pingpong_overlap");  // above 64 columns: the warpgroups take turns
-  EXPECT_EQ(pick(128, false, 8), "v06_pingpong_overlap");  // padded rows, still 16-byte multiples
+  EXPECT_EQ(pick(64, false), "v06_pingpong_overlap");  // 64 columns: ping-pong, one CTA per tile
+  {  // masks: the same persistent grid (tiles claimed from a counter, the longest first)
+    AttentionProblem c(2, 1000, 1000, 8, 2, 128, DType::kBF16);
+    c.causal = true;
+    EXPECT_EQ(reg.pick(c).name(), "v09_persistent");
+    c.causal = false, c.window_left = 100;
+    EXPECT_EQ(reg.pick(c).name(), "v09_persistent");
+  }
+  EXPECT_EQ(pick(128, false), "v09_persistent");  // above 64 columns: ping-pong on a persistent grid
+  EXPECT_EQ(pick(128, false, 8), "v09_persistent");  // padded rows, still 16-byte multiples
   // head dims that are multiples of 8 up to 128: v05 / v06 / v07 in place; others, and rows TMA
   // cannot read: padded copies (v08)
-  EXPECT_EQ(pick(96, false), "v06_pingpong_overlap");
-  EXPECT_EQ(pick(72, false), "v06_pingpong_overlap");
-  EXPECT_EQ(pick(80, false), "v06_pingpong_overlap");
-  EXPECT_EQ(pick(32, false), "v05_wgmma_tma");
+  EXPECT_EQ(pick(96, false), "v09_persistent");
+  EXPECT_EQ(pick(72, false), "v09_persistent");
+  EXPECT_EQ(pick(80, false), "v09_persistent");
+  EXPECT_EQ(pick(32, false), "v06_pingpong_overlap");
   EXPECT_EQ(pick(128, false, 3), "v08_padded_pack");
   // the 256-column tile: D = 136 ... 256 in place, other D up to 256 padded
-  EXPECT_EQ(pick(256, false), "v06_pingpong_overlap");
-  EXPECT_EQ(pick(192, false), "v06_pingpong_overlap");
+  EXPECT_EQ(pick(256, false), "v09_persistent");
+  EXPECT_EQ(pick(192, false), "v09_persistent");
   EXPECT_EQ(pick(256, false, 3), "v08_padded_pack");
   EXPECT_EQ(pick(250, false), "v08_padded_pack");
   EXPECT_EQ(pick(264, false), "v02_online_softmax");
@@ -432,8 +439,9 @@ TEST(AttentionDispatch, PicksByShape) {
   EXPECT_EQ(reg.pick(f32).name(), "v02_online_softmax");
   AttentionProblem one(1, 64, 64, 2, 2, 64, DType::kBF16);
   one.str_q.b = 3;  // batch of extent 1: its stride is never used
-  EXPECT_EQ(reg.pick(one).name(), "v05_wgmma_tma");
+  EXPECT_EQ(reg.pick(one).name(), "v06_pingpong_overlap");
   EXPECT_TRUE(reg.variant("attention", "v06_pingpong_overlap")->is(hk::kFlagProduction));
+  EXPECT_TRUE(reg.variant("attention", "v09_persistent")->is(hk::kFlagProduction));
   AttentionProblem misaligned(1, 64, 64, 2, 2, 64, DType::kBF16);
   misaligned.align_bytes = 4;
   EXPECT_EQ(reg.pick(misaligned).name(), "v08_padded_pack");

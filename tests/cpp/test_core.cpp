@@ -214,7 +214,8 @@ TEST(Threads, ATmaLaunchMayBeAThreadsFirstCudaCall) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
   const std::set<std::string> tma = {"gemm/v18_stream_k_tail", "attention/v05_wgmma_tma",
-                                     "attention/v06_pingpong_overlap", "gemm_fp8/v07_wgmma_in_flight"};
+                                     "attention/v06_pingpong_overlap", "attention/v09_persistent",
+                                     "gemm_fp8/v07_wgmma_in_flight"};
   auto& reg = hk::Registry::get();
   for (const char* family : {"gemm", "attention", "gemm_fp8"}) {
     const hk::Variant* v = nullptr;

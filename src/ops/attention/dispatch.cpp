@@ -1,6 +1,7 @@
 // attention/dispatch.cpp — which production rung serves a public attention call.
 //
-// Forward: above 64 columns (the 128- and 256-column tiles: D = 72 ... 256) at fixed lengths, v06
+// Forward: above 64 columns (the 128- and 256-column tiles: D = 72 ... 256) at fixed lengths,
+// v06's kernel on a persistent grid (v09); at fixed lengths otherwise, v06
 // (v05 with FlashAttention-3's ping-pong between the consumer warpgroups and S(n + 1) issued with
 // PV(n)); else the TMA + wgmma kernel (v05) for D a multiple of 8 up to 256 with TMA-describable
 // q, k, v (variable length included); other D up to 256 or operands in other strides through v08, which
@@ -23,12 +24,20 @@ std::vector<Route> attention_dispatch(const AttentionProblem& p) {
   // 569 (causal: 538 and 463); D = 64, v06 402 / 320 and v05 399 / 312 at S = 2048 (causal: the
   // second), 260 and 278 at S = 512: v06 gains only where the PV GEMM is as long as QK^T's.
   // v03 106 / 98 at S = 2048, D = 64. Backward, H200, 2026-12-02, bf16, B4 S4096 H16 D128: v07
-  // 390 TFLOP/s, v04 106.
+  // 390 TFLOP/s, v04 106; with dQ by bulk reduction and the exponentials under dP's MMA, 0.90x
+  // cuDNN's backward (ncu, 3.30 / 2.96 ms). v09 (tiles from a counter) against v06 in one process at
+  // B8 S2048: D = 128 451 / 475 us, causal 275 / 301 (and 270 / 292); D = 256 causal 299 / 310. D = 64
+  // at B8 S2048 H32 (same day, one process): v06 688 us, v09 (v05's kernel) 760, v05 833; causal
+  // 432, 448, 510. S = 512 not measured since.
   if (!p.backward) {
     std::vector<Route> routes;
-    if (p.head_dim > 64)
-      routes.push_back({"v06_pingpong_overlap", "D above 64 (128- and 256-column tiles), fixed lengths: the warpgroups take "
-                                                "turns at the MMAs, 1.16x v05 at S = 4096, D = 128"});
+    if (p.head_dim > 64 && !p.is_varlen())
+      routes.push_back({"v09_persistent", "D above 64, fixed lengths: v06's kernel on a persistent grid (tiles claimed "
+                                          "from a counter; the next tile's Q and K/V load under the current one's "
+                                          "last PV and epilogue), 1.05x v06 at S = 2048, D = 128, 1.09x causal"});
+    if (!p.is_varlen())
+      routes.push_back({"v06_pingpong_overlap", "fixed lengths (D <= 64, or a grid v09 declines): the warpgroups take turns "
+                                                "at the MMAs, 1.21x v05 at B8 S2048 H32 D64 (688 / 833 us), 1.18x causal"});
     routes.insert(routes.end(),
                   {{"v05_wgmma_tma", "D a multiple of 8 up to 256, TMA-describable q, k, v: wgmma with P from "
                                      "registers, 3.7x v03 at S = 2048, D = 64"},
@@ -42,8 +51,8 @@ std::vector<Route> attention_dispatch(const AttentionProblem& p) {
   }
   return {{"v07_wgmma_backward", "D a multiple of 8 up to 256, TMA-describable operands: wgmma with P^T and dS^T "
                                  "from registers, "
-                                 "K/V resident per 128 keys, dQ by f32 vector reductions: 390 TFLOP/s, 3.7x v04 at "
-                                 "B4 S4096 H16 D128 (H200, 2026-12-02)"},
+                                 "K/V resident per 128 keys, dQ by bulk f32 reductions: 0.90x cuDNN at B4 S4096 "
+                                 "H16 D128 (ncu, H200, 2026-12-02)"},
           {"v08_padded_pack", "other D up to 256, or rows TMA cannot read: copies with D zero-padded, v07 on them "
                               "(v04 for variable length)"},
           {"v04_fa2_backward", "tensor cores: P recomputed from lse, dK/dV per 64-key block, dQ by f32 atomics "

@@ -14,6 +14,8 @@
 //               pair, the A-operand fragment, so P never touches shared memory — and V read
 //               MN-major (D contiguous) through the instruction's transpose bit.
 // A consumer releases a K slot as soon as its S is computed and a V slot once its PV retired.
+// On a persistent grid (v09) the producer claims tiles from a global counter and hands each to
+// the consumers with its Q (the tile in a shared-memory slot written before Q's barrier arrival).
 // Policy switches (see the rung files):
 //   kIntraWgOverlap  issue S of block n + 1 together with PV of block n, so the softmax of n + 1
 //                    runs while PV(n) does; only O's rescale waits for it. NOTE: ptxas moves
@@ -46,6 +48,7 @@
 #include "common/ptx/smem_desc.hpp"
 #include "common/ptx/tma.cuh"
 #include "common/ptx/wgmma.cuh"
+#include "core/scratch.hpp"
 
 namespace hk::attn_hopper {
 
@@ -62,7 +65,8 @@ struct Cfg : P {
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kTileBytes = kBlockN * kD * 2;  // one K or V slot
   static constexpr int kThreads = 384;
-  static constexpr int kBarrierBytes = 2 * PipelineRing<kStages>::kBarrierBytes + 16;  // + Q's full, empty
+  // + Q's full and empty barriers, and the tiles (m, hq, b) of the last two Q loads
+  static constexpr int kBarrierBytes = 2 * PipelineRing<kStages>::kBarrierBytes + 48;
   static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kBarrierBytes;
 };
 
@@ -150,6 +154,17 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 2], const uint32_t (&a)
   else wgmma_rs_m64n128k16_tb<T>(o, a, desc_b, 1);
 }
 
+// A row's keys [lo, hi] (attn_key_range) in 32 bits: key indices are below 2^31 (supports()),
+// and the two ranges a consumer thread keeps over the key loop then take four registers, not
+// eight (the 256-column kernels are at the 240-register limit).
+struct RowKeys {
+  int lo, hi;
+};
+__device__ __forceinline__ RowKeys row_keys(int64_t i, int64_t sq, int64_t sk, int64_t wl, int64_t wr) {
+  const KeyRange r = attn_key_range(i, sq, sk, wl, wr);
+  return {static_cast<int>(r.lo), static_cast<int>(r.hi < -1 ? -1 : r.hi)};
+}
+
 struct FwdParams {
   int batch, seqlen_q, seqlen_k, heads_q, group;
   int head_dim;                       // D <= kD: TMA zero-fills q, k, v's columns past it; o's are not stored
@@ -163,16 +178,31 @@ struct FwdParams {
   // kernel replaces them with its sequence's lengths) and lse's head stride (total_q)
   const int32_t *cu_q, *cu_k;
   int64_t total_q, total_k;
+  // Persistent grid: [tiles handed out past the first gridDim.x, CTAs finished], zero before a
+  // launch and left zero after it (the last CTA resets both). Null: CTA c runs tiles c,
+  // c + gridDim.x, ...
+  int* tile_counter;
 };
 
 // The key blocks [lo, hi) that query rows m0 .. m0 + kBlockM - 1 can see.
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ void key_blocks(const FwdParams& p, int m0, int& lo, int& hi) {
   const int last = min(m0 + kBlockM, p.seqlen_q) - 1;
-  const KeyRange first_row = attn_key_range(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-  const KeyRange last_row = attn_key_range(last, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-  lo = static_cast<int>(first_row.lo / kBlockN);
-  hi = last_row.hi < first_row.lo ? lo : static_cast<int>(last_row.hi / kBlockN) + 1;
+  const RowKeys first_row = row_keys(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+  const RowKeys last_row = row_keys(last, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+  lo = first_row.lo / kBlockN;
+  hi = last_row.hi < first_row.lo ? lo : last_row.hi / kBlockN + 1;
+}
+
+// key_blocks out of line, for the producer thread: inlined, the tile setup's 64-bit mask
+// arithmetic was hoisted out of the tile loop and spilled at the producer's 24 registers.
+template <int kBlockM, int kBlockN>
+__device__ __noinline__ int2 key_blocks_call(int m0, int sq, int sk, int64_t wl, int64_t wr) {
+  FwdParams p{};
+  p.seqlen_q = sq, p.seqlen_k = sk, p.window_left = wl, p.window_right = wr;
+  int2 r;
+  key_blocks<kBlockM, kBlockN>(p, m0, r.x, r.y);
+  return r;
 }
 
 // The online softmax of one S tile for the two rows a thread holds: s is turned into P in place,
@@ -183,7 +213,7 @@ __device__ __forceinline__ void key_blocks(const FwdParams& p, int m0, int& lo, 
 // past Sk); whole blocks skip the range test. kSoftcap: scores are softcap * tanh(s / softcap).
 template <int kBlockN, bool kMask, bool kSoftcap>
 __device__ __forceinline__ void online_softmax(const FwdParams& p, float (&s)[kBlockN / 2], int key_base,
-                                               const KeyRange (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
+                                               const RowKeys (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
                                                float (&scale_o)[2]) {
   float blk_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -236,7 +266,7 @@ __device__ __forceinline__ bool whole_block(const FwdParams& p, int m0, int n) {
 // softmax with the mask test only where the block needs it.
 template <int kBlockN, bool kSoftcap>
 __device__ __forceinline__ void softmax_block(const FwdParams& p, bool whole, float (&s)[kBlockN / 2], int key_base,
-                                              const KeyRange (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
+                                              const RowKeys (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
                                               float (&scale_o)[2]) {
   if (whole) online_softmax<kBlockN, false, kSoftcap>(p, s, key_base, keys, row_max, row_sum, scale_o);
   else online_softmax<kBlockN, true, kSoftcap>(p, s, key_base, keys, row_max, row_sum, scale_o);
@@ -310,9 +340,9 @@ __device__ __forceinline__ void turn_pass(int cw) {
 struct Tile {
   int m, hq, b;
 };
-__device__ __forceinline__ Tile tile_of(int64_t t, int num_m, int heads_q) {
-  const int64_t r = t / num_m;
-  return {num_m - 1 - static_cast<int>(t % num_m), static_cast<int>(r % heads_q), static_cast<int>(r / heads_q)};
+__device__ __forceinline__ Tile tile_of(int t, int num_m, int heads_q) {
+  const int r = t / num_m;
+  return {num_m - 1 - t % num_m, r % heads_q, r / heads_q};
 }
 
 template <class T, class C, bool kSoftcap, bool kVarlen>
@@ -322,7 +352,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   constexpr int kD = C::kD, kBlockN = C::kBlockN, kStages = C::kStages;
   static_assert(!C::kPingpong || C::kIntraWgOverlap, "the ping-pong turns are taken in the overlapped loop");
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // 1024-byte aligned by an offset from smem_raw (not through an integer), so the compiler still
+  // knows the pointers below are shared memory (the tile slots are read with LDS).
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   uint8_t* s_q = smem;
   uint8_t* s_k = s_q + C::kQBytes;
   uint8_t* s_v = s_k + kStages * C::kTileBytes;
@@ -331,14 +363,21 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const PipelineRing<kStages> vring = PipelineRing<kStages>::at(kring.end());
   uint64_t* q_full = static_cast<uint64_t*>(vring.end());
   uint64_t* q_empty = q_full + 1;
+  // The tile (m, hq, b) of each of the last two Q loads, by parity: the epilogue of tile i reads
+  // its slot again (the producer writes it next for tile i + 2, after tile i + 1's last S).
+  volatile int* q_tile = reinterpret_cast<volatile int*>(q_empty + 1);
 
-  // CTA c runs tiles c, c + gridDim.x, ...: one tile when the grid covers them all, several on a
-  // persistent grid (one CTA per SM; launch_typed's `persistent`). The K/V rings' states carry
+  // CTA c runs tile c first: the only one when the grid covers them all. On a persistent grid
+  // (one CTA per SM; launch_typed's `persistent`) the producer then takes the next unclaimed tile
+  // from a global counter (tiles' costs differ under a causal mask: a static stride left CTAs
+  // with up to 40% more work than others). The producer hands each tile's index to the
+  // consumers with its Q (q_tile, written before q_full's arrival; with the counter, -1: no
+  // more). The K/V rings' states carry
   // from one tile to the next, so the producer streams the next tile's K/V as slots free up; Q
   // has one slot, which the consumers release (q_empty) once the tile's last S is computed,
   // before its last PV and its epilogue, and the producer reloads it then.
   const int num_m = (prm.seqlen_q + C::kBlockM - 1) / C::kBlockM;
-  const int64_t tiles = int64_t(num_m) * prm.heads_q * prm.batch;
+  const int tiles = num_m * prm.heads_q * prm.batch;  // below 2^31: launch_typed checks
 
   // The tile's setup, the same in the producer and the consumers: thd: the maps span the packed
   // [total, H, D] tensors (batch extent 1); the tile's sequence starts at packed rows q0 / k0 and
@@ -352,8 +391,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     FwdParams p;
     int m0, hq, b, q0, k0, tma_b, n_lo, n_hi;
   };
-  auto setup = [&](int64_t t, Work& w) -> bool {
-    const Tile tl = tile_of(t, num_m, prm.heads_q);
+  auto setup = [&](const Tile& tl, Work& w, auto out_of_line) -> bool {
     w.p = prm;
     w.m0 = tl.m * C::kBlockM, w.hq = tl.hq, w.b = tl.b;
     w.q0 = 0, w.k0 = 0, w.tma_b = tl.b;
@@ -367,7 +405,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       w.p.seqlen_q = static_cast<int>(sq), w.p.seqlen_k = static_cast<int>(sk);
       w.tma_b = 0;
     }
-    key_blocks<C::kBlockM, kBlockN>(w.p, w.m0, w.n_lo, w.n_hi);
+    if constexpr (decltype(out_of_line)::value) {
+      const int2 r = key_blocks_call<C::kBlockM, kBlockN>(w.m0, w.p.seqlen_q, w.p.seqlen_k, w.p.window_left,
+                                                           w.p.window_right);
+      w.n_lo = r.x, w.n_hi = r.y;
+    } else {
+      key_blocks<C::kBlockM, kBlockN>(w.p, w.m0, w.n_lo, w.n_hi);
+    }
     return true;
   };
 
@@ -389,11 +433,18 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::prefetch_tensor_map(&map_v);
       PipelineState<kStages> st;
       int it = 0;  // tiles this CTA has run
-      for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+      auto next_tile = [&](int t) {
+        return prm.tile_counter ? static_cast<int>(gridDim.x) + atomicAdd(prm.tile_counter, 1)
+                                : t + static_cast<int>(gridDim.x);
+      };
+      for (int t = blockIdx.x; t < tiles; t = next_tile(t)) {
         Work w;
-        if (!setup(t, w)) continue;
+        const Tile tl = tile_of(t, num_m, prm.heads_q);
+        if (!setup(tl, w, std::true_type{})) continue;
         const int hkv = w.hq / w.p.group;
         if (it > 0) ptx::mbar_wait(q_empty, (it - 1) & 1);  // the previous tile's S is done with Q
+        volatile int* slot = q_tile + 4 * (it & 1);
+        slot[0] = tl.m, slot[1] = tl.hq, slot[2] = tl.b;
         ptx::mbar_arrive_expect_tx(q_full, C::kQBytes);
 #pragma unroll
         for (int c = 0; c < C::kChunks; ++c)
@@ -414,6 +465,19 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         }
         ++it;
       }
+      // Persistent grid: no more tiles; say so in the Q slot, then the last CTA to get here resets
+      // the counter (every CTA's last claim precedes its count of itself). One tile per CTA: the
+      // consumers stop after it, and this thread is done (it does not wait for the tile's end).
+      if (prm.tile_counter) {
+        if (it > 0) ptx::mbar_wait(q_empty, (it - 1) & 1);
+        q_tile[4 * (it & 1)] = -1;
+        ptx::mbar_arrive(q_full);
+        __threadfence();
+        if (atomicAdd(prm.tile_counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+          prm.tile_counter[0] = 0;
+          prm.tile_counter[1] = 0;
+        }
+      }
     }
     return;
   }
@@ -429,16 +493,31 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   PipelineState<kStages> st;
   int it = 0;
   bool turns_started = false;  // ping-pong: warpgroup 1's opening arrival is made once per CTA
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (;;) {
+    // The tile: with the counter, the one the producer loaded Q for, or m = -1: no more (read
+    // through a shuffle from lane 0, so the compiler knows the values are the same across the
+    // warp). Else CTA c's tile c, once.
+    Tile tl;
+    if (prm.tile_counter) {
+      ptx::mbar_wait(q_full, it & 1);
+      const volatile int* slot = q_tile + 4 * (it & 1);
+      tl = {__shfl_sync(0xffffffffu, slot[0], 0), __shfl_sync(0xffffffffu, slot[1], 0),
+            __shfl_sync(0xffffffffu, slot[2], 0)};
+      if (tl.m < 0) break;
+    } else {
+      if (it > 0) break;
+      tl = tile_of(blockIdx.x, num_m, prm.heads_q);
+    }
     Work w;
-    if (!setup(tile, w)) continue;
+    if (!setup(tl, w, std::false_type{})) break;  // thd: past its sequence's end (no counter)
+    if (!prm.tile_counter) ptx::mbar_wait(q_full, 0);
     const FwdParams& p = w.p;
     const int m0 = w.m0, n_lo = w.n_lo, n_hi = w.n_hi;
     const int row_base = m0 + 64 * cw + 16 * warp + lane / 4;  // + 8 h
-    KeyRange keys[2];
+    RowKeys keys[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      keys[h] = attn_key_range(row_base + 8 * h, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+      keys[h] = row_keys(row_base + 8 * h, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
 
     float o[kD / 2];
 #pragma unroll
@@ -447,7 +526,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     float s[kBlockN / 2];
     uint32_t pa[kBlockN / 16][4];
 
-    ptx::mbar_wait(q_full, it & 1);
     if constexpr (!C::kIntraWgOverlap) {
       for (int n = n_lo; n < n_hi; ++n, ++st) {
         kring.consumer_wait(st);
@@ -542,25 +620,36 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::wgmma_fence_operands(o);
       vring.consumer_release(sv);
     }
-    ++it;
 
-    // Epilogue: O / l rounded once, two adjacent columns per store; LSE in natural log.
+    // Epilogue: O / l rounded once, two adjacent columns per store; LSE in natural log. At fixed
+    // lengths the tile is read again from its Q slot: values kept in registers from the tile's
+    // start spill the 256-column kernel.
+    int e_m0 = m0, e_hq = w.hq, e_b = w.b;
+    int e_t = t;
+    if constexpr (!kVarlen) {
+      const volatile int* slot = q_tile + 4 * (it & 1);
+      e_m0 = __shfl_sync(0xffffffffu, slot[0], 0) * C::kBlockM;
+      e_hq = __shfl_sync(0xffffffffu, slot[1], 0), e_b = __shfl_sync(0xffffffffu, slot[2], 0);
+      asm volatile("mov.u32 %0, %%tid.x;" : "=r"(e_t));  // the row offset is not kept live either
+      e_t %= 128;
+    }
+    ++it;
     T* out = static_cast<T*>(p.o);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float l = row_sum[h];
       l += __shfl_xor_sync(0xffffffff, l, 1);
       l += __shfl_xor_sync(0xffffffff, l, 2);
-      const int row = row_base + 8 * h;
+      const int row = e_m0 + 64 * cw + 16 * (e_t / 32) + (e_t % 32) / 4 + 8 * h;
       if (row >= p.seqlen_q) continue;
       const float inv = l > 0.f ? 1.f / l : 0.f;
-      T* orow = out + int64_t(w.b) * p.so.b + int64_t(w.q0 + row) * p.so.s + int64_t(w.hq) * p.so.h + key_lane;
+      T* orow = out + int64_t(e_b) * p.so.b + int64_t(w.q0 + row) * p.so.s + int64_t(e_hq) * p.so.h + key_lane;
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j)
         if (8 * j < p.head_dim)  // D is a multiple of 8: a thread's column pair is wholly in or out
           *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
       if (lane % 4 == 0)
-        p.lse[kVarlen ? int64_t(w.hq) * p.total_q + w.q0 + row : (int64_t(w.b) * p.heads_q + w.hq) * p.seqlen_q + row] =
+        p.lse[kVarlen ? int64_t(e_hq) * p.total_q + w.q0 + row : (int64_t(e_b) * p.heads_q + e_hq) * p.seqlen_q + row] =
             l > 0.f ? (row_max[h] * (kSoftcap ? 1.f : p.scale_log2) + log2f(l)) * 0.69314718055994531f : -INFINITY;
     }
   }
@@ -637,8 +726,11 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name,
   // One CTA per tile, or persistent: one CTA per SM (its shared memory and registers fill one),
   // each looping over tiles. The kernel is the same; the grid decides.
   const int64_t tiles = ceil_div(a.seqlen_q, C::kBlockM) * a.heads_q * a.batch;
+  if (tiles > INT32_MAX - 1024) HK_THROW(kNotSupported, name, ": more than 2^31 - 1024 query tiles");
   const int64_t resident = persistent ? resident_grid(kernel, C::kThreads, C::kSmemBytes) : int64_t(INT32_MAX);
   const int grid = static_cast<int>(std::min<int64_t>(tiles, resident));
+  if (grid < tiles)
+    p.tile_counter = static_cast<int*>(detail::zeroed_stream_scratch(stream, "attention_tile_counter", 2 * sizeof(int)));
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(mq, mk, mv, p);
   HK_CHECK_LAUNCH(name);
 }

@@ -106,11 +106,11 @@ struct Plan {
   const Variant* inner = nullptr;
 };
 const Variant* rung(const char* name) { return Registry::get().variant("attention", name); }
-// The Hopper rung the dispatch gives a problem like p with head dim d: v07 backward; forward v06
-// above 64 columns where it runs (fixed lengths), else v05.
+// The Hopper rung for a problem like p with head dim d: v07 backward; forward v06 where it runs
+// (fixed lengths), else v05.
 const Variant* hopper_rung(const AttentionProblem& p, int64_t d) {
   if (p.backward) return rung("v07_wgmma_backward");
-  if (const Variant* v = rung("v06_pingpong_overlap"); d > 64 && v && v->supports(padded(p, d)).empty()) return v;
+  if (const Variant* v = rung("v06_pingpong_overlap"); v && v->supports(padded(p, d)).empty()) return v;
   return rung("v05_wgmma_tma");
 }
 Plan plan(const AttentionProblem& p) {
