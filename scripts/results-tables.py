@@ -16,6 +16,8 @@ scripts/gpu-check.sh write) and rewrites, in place:
   - the block  <!-- peers:begin -->  ...  <!-- peers:end -->  (README.md, docs/python.md): the
     public torch ops against PyTorch from the "hk-torch-bench" JSON that
     `python -m hopperkit.bench --json` writes;
+  A JSON document may carry a "note" (added by hand: what changed in the code since the run),
+  printed under its command.
   - the block  <!-- block:begin -->  ...  <!-- block:end -->  (docs/transformer_block.md): the
     decoder block and LM timings, host time and top kernels per direction from the
     "hk-block-bench" JSON that `python -m hopperkit.block_bench --json` writes.
@@ -75,6 +77,8 @@ def peers_block(docs):
                    f"candidates interleaved in one process"
                    f"{'; **the run was stopped early: rows are missing**' if d.get('stopped') else ''}. "
                    f"Command: `{d.get('command', 'python -m hopperkit.bench')}` (`{d['_path']}`).\n")
+        if d.get("note"):  # what changed in the code since the run, written into the JSON by hand
+            out.append(f"Note: {d['note']}\n")
         peers = []
         for r in d["rows"]:
             if r["variant"] not in ("hopperkit", "torch") and r["variant"] not in peers:
@@ -374,6 +378,8 @@ def results_block(fams, runs):
         for run in fam_runs:
             parts.append(environment(run))
             parts.append(f"Command: `{command_of(run)}` (`{run['_path']}`).\n")
+            if run.get("note"):  # what changed in the code since the run, written into the JSON by hand
+                parts.append(f"Note: {run['note']}\n")
             parts.append(family_table(fam, run))
     if not any(runs_for(f, runs) for f in fams):
         return NO_RESULTS
