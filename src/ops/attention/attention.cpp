@@ -973,6 +973,11 @@ class AttentionFamily final : public Family {
     shapes.push_back({1, 129, 129, 2, 1, 136, true, -1, -1, 30.0});
     shapes.push_back({1, 300, 300, 2, 1, 256, true, -1, -1, 0, 0, L::kBHSD, 8});
     shapes.push_back({1, 100, 170, 2, 1, 250, false});
+    // more query tiles (128 rows) than an H200 or H100 has SMs (132), so the persistent grid (v09,
+    // and the public forward above 64 columns) runs several tiles per CTA, claimed from its
+    // counter: 320 causal tiles at 64 columns (v05's kernel there), 240 at 128 (v06's)
+    shapes.push_back({4, 640, 640, 16, 4, 64, true});
+    shapes.push_back({2, 520, 600, 24, 8, 128, false});
     // f16
     for (TestShape t : std::vector<TestShape>{{2, 129, 129, 4, 2, 64, true}, {1, 300, 128, 2, 1, 128, false},
                                               {1, 129, 129, 2, 1, 7, true}, {1, 129, 129, 2, 1, 256, false}}) {
