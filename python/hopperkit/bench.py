@@ -12,13 +12,19 @@ eager PyTorch first. The JSON document has the fields of ``hk bench --json`` (ki
 "hk-torch-bench"): one row per (op, problem, candidate) with ``median_us`` and
 ``speedup_vs_baseline``, where the baseline is eager PyTorch; ``vs_best_peer`` is the ratio to
 the fastest peer. Attention's peers are SDPA pinned to its flash backend (the baseline) and to
-its cuDNN backend.
+its cuDNN backend; the full run adds the rows the attention family's goals name: head dims 16
+and 32, grouped-query heads (4:1, 8:1; the baseline is SDPA with ``enable_gqa`` on the backend
+PyTorch picks), the deterministic backward (op ``attention_fwd_bwd_det``), 16 heads x 16384
+tokens x D64 causal, and packed variable-length batches against ``varlen_attn`` (ops
+``attention_varlen``, ``attention_varlen_fwd_bwd``). A case whose call raises is reported as a
+FAIL row and the run goes on.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
@@ -167,7 +173,8 @@ def _attention_cases(hk: Any, quick: bool) -> list[Case]:
     flash and cuDNN backends: 16k tokens per batch, the FlashAttention benchmark's shapes."""
     shapes = [(4, 2048, 16, 128, True)] if quick else [
         (s_b, s, 2048 // d, d, causal)  # H x D = 2048
-        for s, s_b in ((512, 32), (2048, 8), (8192, 2)) for d in (64, 128, 256) for causal in (False, True)]
+        for s, s_b in ((512, 32), (2048, 8), (8192, 2)) for d in (64, 128, 256) for causal in (False, True)] + [
+        (8, 2048, 2048 // d, d, causal) for d in (16, 32) for causal in (False, True)]
     cases: list[Case] = []
     gen = torch.Generator(device="cuda").manual_seed(2)
     for b, s, h, d, causal in shapes:
@@ -194,6 +201,112 @@ def _attention_cases(hk: Any, quick: bool) -> list[Case]:
                     3.5 * flops, _bytes(q, k, v, q) * 3, 5e-2, 5e-2, None)
         case.extra["cudnn"] = lambda c=causal, f=fwd_bwd: f(lambda q, k, v: _sdpa_backend("cudnn")(q, k, v, c))
         cases.append(case)
+    return cases
+
+
+def _varlen_attn_peer():
+    """``torch.nn.attention.varlen.varlen_attn`` as (q, k, v, cu_q, cu_k, max_q, max_k, causal) ->
+    o, whichever of its signatures this torch has (``is_causal``, or a causal window (-1, 0));
+    None when it has none."""
+    import inspect
+
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    params = inspect.signature(varlen_attn).parameters
+
+    def call(q, k, v, cu_q, cu_k, max_q, max_k, causal):
+        if "is_causal" in params:
+            return varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k, is_causal=causal)
+        return varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k, window_size=(-1, 0) if causal else (-1, -1))
+
+    return call
+
+
+def _attention_goal_cases(hk: Any) -> list[Case]:
+    """The attention rows the family's goals name, beyond the FlashAttention benchmark grid:
+    grouped-query heads (4:1 and 8:1, against SDPA with ``enable_gqa`` as PyTorch picks its
+    backend, and its cuDNN backend), the deterministic backward (op ``attention_fwd_bwd_det``:
+    compare with ``attention_fwd_bwd`` at the same problem), CS336's 16 heads x 16384 tokens x
+    D64 causal, and packed variable-length batches against ``varlen_attn`` (ops
+    ``attention_varlen``, ``attention_varlen_fwd_bwd``)."""
+    cases: list[Case] = []
+    gen = torch.Generator(device="cuda").manual_seed(3)
+
+    def randn(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=gen)
+
+    def grad_q(attn, q, k, v, dout):
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        return torch.autograd.grad(attn(q, k, v), (q, k, v), dout)[0]
+
+    # GQA, [B, H, S, D]
+    for hkv in (8, 4):
+        for causal in (False, True):
+            b, s, hq, d = 8, 2048, 32, 128
+            q, k, v, dout = randn(b, hq, s, d), randn(b, hkv, s, d), randn(b, hkv, s, d), randn(b, hq, s, d)
+            flops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0)
+            tag = f"b{b}_s{s}_h{hq}_kv{hkv}_d{d}{'_causal' if causal else ''}_bf16"
+
+            def ours(q, k, v, c=causal):
+                return hk.scaled_dot_product_attention(q, k, v, is_causal=c, enable_gqa=True)
+
+            def sdpa(q, k, v, c=causal):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=c, enable_gqa=True)
+
+            def cudnn(q, k, v, c=causal):
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=c, enable_gqa=True)
+
+            case = Case("attention", tag, lambda q=q, k=k, v=v, f=ours: f(q, k, v),
+                        lambda q=q, k=k, v=v, f=sdpa: f(q, k, v), flops, _bytes(q, k, v, q), 2e-2, 2e-2, None)
+            case.extra["cudnn"] = lambda q=q, k=k, v=v, f=cudnn: f(q, k, v)
+            cases.append(case)
+            case = Case("attention_fwd_bwd", tag, lambda a=(q, k, v, dout), f=ours: grad_q(f, *a),
+                        lambda a=(q, k, v, dout), f=sdpa: grad_q(f, *a), 3.5 * flops, _bytes(q, k, v, q) * 3,
+                        5e-2, 5e-2, None)
+            case.extra["cudnn"] = lambda a=(q, k, v, dout), f=cudnn: grad_q(f, *a)
+            cases.append(case)
+    # The deterministic backward, and CS336's shape (forward + backward, causal)
+    for b, s, h, d, causal, det in ((8, 2048, 16, 128, False, True), (8, 2048, 16, 128, True, True),
+                                    (1, 16384, 16, 64, True, False)):
+        q, k, v, dout = randn(b, h, s, d), randn(b, h, s, d), randn(b, h, s, d), randn(b, h, s, d)
+        flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+        tag = f"b{b}_s{s}_h{h}_d{d}{'_causal' if causal else ''}_bf16"
+        case = Case("attention_fwd_bwd_det" if det else "attention_fwd_bwd", tag,
+                    lambda a=(q, k, v, dout), c=causal, det=det: grad_q(
+                        lambda q, k, v: hk.attention(q, k, v, causal=c, layout="bhsd", deterministic=det), *a),
+                    lambda a=(q, k, v, dout), c=causal: grad_q(lambda q, k, v: _sdpa_backend("flash")(q, k, v, c), *a),
+                    3.5 * flops, _bytes(q, k, v, q) * 3, 5e-2, 5e-2, None)
+        case.extra["cudnn"] = lambda a=(q, k, v, dout), c=causal: grad_q(
+            lambda q, k, v: _sdpa_backend("cudnn")(q, k, v, c), *a)
+        cases.append(case)
+    # Variable length: 16 sequences of 128 ... 4096 tokens (32k in all), [total, H, D]
+    peer = _varlen_attn_peer()
+    if peer is not None:
+        lens = [4096, 128, 2048, 3000, 512, 1024, 4096, 777, 2500, 1500, 3333, 256, 4000, 1111, 2222, 1791]
+        cu = torch.tensor([0] + list(itertools.accumulate(lens)), device="cuda", dtype=torch.int32)
+        total, mx, h, d = sum(lens), max(lens), 16, 128
+        for causal in (False, True):
+            q, k, v, dout = randn(total, h, d), randn(total, h, d), randn(total, h, d), randn(total, h, d)
+            flops = sum(4.0 * h * n * n * d * (0.5 if causal else 1.0) for n in lens)
+            tag = f"n16_t{total}_h{h}_d{d}{'_causal' if causal else ''}_bf16"
+
+            def ours(q, k, v, c=causal):
+                return hk.attention_varlen(q, k, v, cu, cu, mx, mx, causal=c)
+
+            def theirs(q, k, v, c=causal):
+                return peer(q, k, v, cu, cu, mx, mx, c)
+
+            cases.append(Case("attention_varlen", tag, lambda q=q, k=k, v=v, f=ours: f(q, k, v),
+                              lambda q=q, k=k, v=v, f=theirs: f(q, k, v), flops, _bytes(q, k, v, q), 2e-2, 2e-2,
+                              None))
+            cases.append(Case("attention_varlen_fwd_bwd", tag, lambda a=(q, k, v, dout), f=ours: grad_q(f, *a),
+                              lambda a=(q, k, v, dout), f=theirs: grad_q(f, *a), 3.5 * flops,
+                              _bytes(q, k, v, q) * 3, 5e-2, 5e-2, None))
     return cases
 
 
@@ -269,6 +382,8 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
     if torch is None or not torch.cuda.is_available():
         raise RuntimeError("hopperkit.bench needs torch with a CUDA device")
     cases = _memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick)
+    if not quick:
+        cases += _attention_goal_cases(hk)
     if ops:
         cases = [c for c in cases if c.op in ops]
     if problems:
@@ -301,7 +416,10 @@ def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: A
     new_rows: list[dict] = []
     if progress:
         print(f"\r[{idx + 1}/{n}] {case.op} {case.problem}\033[K", end="", file=sys.stderr, flush=True)
-    status = _check(case)
+    try:
+        status = _check(case)
+    except Exception as e:  # noqa: BLE001 - a call that raises is this row's result, not the run's end
+        status = f"FAIL: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
     fns = [case.ours, case.eager]
     names = ["hopperkit", "torch"]
     for peer, fn in case.extra.items():  # further peers (attention: SDPA's cuDNN backend)
@@ -320,8 +438,9 @@ def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: A
         except Exception as e:  # noqa: BLE001 - a peer that cannot compile is reported, not fatal
             new_rows.append({"op": case.op, "variant": "torch.compile", "problem": case.problem,
                              "status": f"SKIP: {type(e).__name__}: {e}", "baseline": False})
-    for fn in fns:  # warm-up
-        fn()
+    if status == "ok":
+        for fn in fns:  # warm-up
+            fn()
     times, host = (time_interleaved(fns, samples, flush, spin) if status == "ok" else (None, None))
     medians = [_median(t) for t in times] if times else []
     eager_us = medians[1] if medians else 0.0

@@ -69,3 +69,18 @@ def test_torch_bench_quick_runs_on_the_gpu(cuda):
     for r in ours:
         assert r["status"] == "ok", r
         assert r["median_us"] > 0 and r["speedup_vs_baseline"] > 0
+
+
+def test_a_case_whose_call_raises_is_a_fail_row_and_the_run_goes_on():
+    import hopperkit.bench as tb
+
+    def boom():
+        raise RuntimeError("no kernel for this shape\nsecond line")
+
+    rows: list = []
+    case = tb.Case("attention_varlen", "n2_t10_h1_d8_bf16", boom, boom, 1.0, 1.0)
+    tb._run_case(case, 0, 1, samples=3, compile=False, flush=None, spin=0, rows=rows, progress=False)
+    assert [r["variant"] for r in rows] == ["hopperkit", "torch"]
+    assert rows[0]["status"] == "FAIL: RuntimeError: no kernel for this shape"
+    assert "median_us" not in rows[0]
+    assert "FAIL: RuntimeError" in tb.markdown({"rows": rows})
