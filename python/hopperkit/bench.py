@@ -155,6 +155,53 @@ def _gemm_cases(hk: Any, quick: bool) -> list[Case]:
     return cases
 
 
+def _tinygemm(n: int, k: int, group: int, gen: Any) -> Callable[[Any], Any]:
+    """torch's own int4 kernel (tinygemm: ``torch._weight_int4pack_mm``) on random weights of its
+    packing; a torch build without it raises when called, which makes the peer a SKIP row."""
+    try:
+        wq = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda", generator=gen)
+        packed = torch._convert_weight_to_int4pack(wq, 8)
+        sz = torch.randn(k // group, n, 2, device="cuda", dtype=torch.bfloat16, generator=gen)
+    except Exception as e:  # noqa: BLE001 - reported as the peer's SKIP row
+        err = e
+
+        def unavailable(x):
+            raise err
+        return unavailable
+    return lambda x: torch._weight_int4pack_mm(x, packed, group, sz)
+
+
+def _w4a16_cases(hk: Any, quick: bool) -> list[Case]:
+    """matmul_w4a16 (asymmetric 4-bit weights, bf16 activations) against the bf16 GEMM on the
+    dequantised weight (``x @ W.T``) and tinygemm, at the decode and prefill shapes of an 8192-wide
+    layer and of a 14336 x 4096 MLP in both directions, and at groups of 32 and 64."""
+    shapes = [(1, 8192, 8192, 128)] if quick else [
+        (m, 8192, 8192, 128) for m in (1, 4, 16, 64, 256, 1024, 4096)] + [
+        (m, n, k, 128) for n, k in ((14336, 4096), (4096, 14336)) for m in (1, 16, 256)] + [
+        (1, 8192, 8192, 32), (1, 8192, 8192, 64)]
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    weights: dict = {}
+    cases: list[Case] = []
+    for m, n, k, g in shapes:
+        if (n, k, g) not in weights:
+            qw, s, z = hk.w4a16_quantize(torch.randn(n, k, device="cuda", generator=gen), g)
+            s = s.to(torch.bfloat16)
+            q = hk.w4a16_unpack(qw).to(torch.int32)
+            zz = hk.w4a16_unpack_zeros(z, k // g).to(torch.int32)
+            # (q - z) is exact in bf16 and one multiply rounds it: the weights the kernels use.
+            deq = (q - zz.repeat_interleave(g, dim=1)).to(torch.bfloat16) * s.repeat_interleave(g, dim=1)
+            weights[(n, k, g)] = (qw, s, z, deq, _tinygemm(n, k, g, gen))
+        qw, s, z, deq, tiny = weights[(n, k, g)]
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+        tag = f"m{m}_n{n}_k{k}_g{g}_bf16"
+        case = Case("matmul_w4a16", tag, lambda x=x, qw=qw, s=s, z=z, g=g: hk.matmul_w4a16(x, qw, s, z, group_size=g),
+                    lambda x=x, deq=deq: x @ deq.t(), 2.0 * m * n * k,
+                    _bytes(x, qw, s, z) + m * n * x.element_size(), 4 * (2.0 ** -8) * math.sqrt(k), 2e-2, None)
+        case.extra["tinygemm"] = lambda x=x, tiny=tiny: tiny(x)
+        cases.append(case)
+    return cases
+
+
 def _sdpa_backend(name: str):
     """SDPA pinned to one backend ("flash" or "cudnn"), as a user would select it."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -381,7 +428,7 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
 
     if torch is None or not torch.cuda.is_available():
         raise RuntimeError("hopperkit.bench needs torch with a CUDA device")
-    cases = _memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick)
+    cases = _memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick) + _w4a16_cases(hk, quick)
     if not quick:
         cases += _attention_goal_cases(hk)
     if ops:

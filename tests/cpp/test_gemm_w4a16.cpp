@@ -257,18 +257,21 @@ TEST(W4A16Dispatch, RoutesAndHonestSupports) {
   auto& reg = hk::Registry::get();
   using L = W4A16Layout;
   auto pick = [&](const hk::W4A16Problem& p) { return reg.choose(p).variant->name(); };
-  EXPECT_EQ(pick(hk::W4A16Problem(1, 4096, 4096, 128, DType::kBF16, false)), "v02_decode_gemv");
-  EXPECT_EQ(pick(hk::W4A16Problem(4, 8192, 8192, 128, DType::kBF16, false, L::kTiled)), "v02_decode_gemv");
-  // past M = 4 the f32 FMAs cannot keep up with the weight stream: tensor cores
-  EXPECT_EQ(pick(hk::W4A16Problem(5, 4096, 4096, 128, DType::kF16, true)), "v03_mma_dequant");
-  EXPECT_EQ(pick(hk::W4A16Problem(16, 8192, 8192, 128, DType::kBF16, false)), "v03_mma_dequant");
+  // M <= 16: the tensor-core decode kernel with K split over blocks, in both layouts
+  EXPECT_EQ(pick(hk::W4A16Problem(1, 4096, 4096, 128, DType::kBF16, false)), "v04_decode_mma_splitk");
+  EXPECT_EQ(pick(hk::W4A16Problem(4, 8192, 8192, 128, DType::kBF16, false, L::kTiled)), "v04_decode_mma_splitk");
+  EXPECT_EQ(pick(hk::W4A16Problem(5, 4096, 4096, 128, DType::kF16, true)), "v04_decode_mma_splitk");
+  EXPECT_EQ(pick(hk::W4A16Problem(16, 8192, 8192, 128, DType::kBF16, false)), "v04_decode_mma_splitk");
+  // past 16 rows of x: the tiled tensor-core GEMM
+  EXPECT_EQ(pick(hk::W4A16Problem(17, 8192, 8192, 128, DType::kBF16, false)), "v03_mma_dequant");
   EXPECT_EQ(pick(hk::W4A16Problem(4096, 4096, 4096, 128, DType::kBF16, false, L::kTiled)), "v03_mma_dequant");
+  EXPECT_NE(reg.variant("gemm_w4a16", "v04_decode_mma_splitk")->supports(hk::W4A16Problem(17, 64, 256, 128, DType::kBF16, false)), "");
   // rows layout with K not a multiple of 32 (g = K = 200): cuBLAS after a dequantisation pass
   EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false)), "baseline_cublas_dequant");
   EXPECT_EQ(pick(hk::W4A16Problem(64, 64, 200, 200, DType::kBF16, false)), "baseline_cublas_dequant");
   EXPECT_EQ(reg.variant("gemm_w4a16", "v02_decode_gemv")->supports(hk::W4A16Problem(16, 64, 256, 128, DType::kBF16, false)), "");
   // the tiled layout pads K to 128: the fused rungs take it
-  EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false, L::kTiled)), "v02_decode_gemv");
+  EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false, L::kTiled)), "v04_decode_mma_splitk");
   // x at a 2-byte phase (a view at an odd element offset)
   hk::W4A16Problem odd(1, 4096, 4096, 128, DType::kBF16, false);
   odd.align_bytes = 2;

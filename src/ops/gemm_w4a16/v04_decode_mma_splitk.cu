@@ -1,0 +1,342 @@
+// gemm_w4a16/v04_decode_mma_splitk.cu
+//
+// Rung 4: the decode kernel (M <= 16) on the tensor cores, with K split over blocks so the
+// weight stream fills every SM.
+// Adds over v02/v03: the roles of the operands swap. W is the 16-row A operand of
+// mma.sync m16n8k16 and x the 8-column B operand (y^T = W x^T), so one warp streams 16 weight
+// rows and one mma covers up to 8 rows of x (two mmas up to 16): the f32 FMAs that bound v02
+// past M = 1 move to the tensor cores, and no 16-row tile of x is wasted on M = 1 as in v03.
+// Each block (8 warps, 128 weight rows) takes an even share of the k-tiles (128 k each); the
+// split count fills the resident block slots once. Each warp keeps 4 k-tiles of its rows in
+// flight (4 KB per warp, 16-byte evict-first loads) and issues the next tile's load into a
+// register slot as soon as that slot's tile is multiplied.
+//
+// Operand order without a shuffle: an m16n8k16 A fragment gives lane 4g + t the weights of rows
+// g and g + 8 at (logical) k = 2t, 2t+1 (registers a0, a1) and 2t+8, 2t+9 (a2, a3). K may be
+// summed in any order as long as x and W agree, so lane t's four k positions in step s are the
+// word's values (j, j + 4) and (j + 1, j + 5), j = 2 (s % 2), of the packed word s / 2 it holds:
+// dequant_word's pairs in order. The B fragment (x) gets the same permutation: lane 4g + t reads
+// the eight x values of that word (one 16-byte shared load of x row g) and builds b0, b1 with two
+// byte permutes. Which word a lane holds:
+//   rows layout:  lane t loads words 4t .. 4t+3 of each of its rows' k-tile (16 bytes, k = 32t ..
+//                 32t + 31), so its register r covers k = 32t + 8r;
+//   tiled layout: lane 4g + t loads its 16 bytes of the n-tile's 512-byte k-tile, whose word r
+//                 covers k = 32r + 8t (gemm_w4a16.hpp's fragment order), for row g of each of the
+//                 two n-tiles of 8 rows.
+// x is staged once per block in shared memory (its k range, M rows zero-padded to 8 or 16),
+// 16-byte pieces XOR-swizzled so that each quarter-warp's eight 16-byte loads hit distinct banks;
+// the block's scales and zero points are staged beside it.
+//
+// Split-K without atomics: with S > 1 splits each block writes its f32 partial [M, 128] into a
+// scratch [S, M, N]; the last block of an n-block to arrive (a per-n-block ticket in the
+// stream's zeroed scratch, put back to zero by that block) adds the S partials in split order
+// and rounds once, so the result is bitwise deterministic. S = 1 stores y directly.
+// Needs: M <= 16; every operand and x's rows 16-byte aligned; rows layout: K a multiple of 32.
+// Run:   hk bench gemm_w4a16 --variant v04_decode_mma_splitk --shape 16x8192x8192
+#include <algorithm>
+#include <memory>
+
+#include "common/launch.cuh"
+#include "common/ptx/cp_async.cuh"
+#include "common/ptx/mma.cuh"
+#include "core/scratch.hpp"
+#include "gemm_w4a16/w4a16.cuh"
+
+namespace hk::gemm_w4a16_v04_decode_mma_splitk {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kBlockRows = 16 * kWarps;  // weight rows per block: 16 per warp
+constexpr int kTileK = 128;              // k per k-tile
+constexpr int kInFlight = 4;             // k-tiles per warp in flight
+constexpr int kMaxTiles = 16;            // k-tiles per block at most (x's slice: 16 x 2048 x 2 bytes)
+constexpr int kMaxM = 16;
+
+// What a launch needs to know besides the operands.
+struct Split {
+  int splits = 1;        // blocks along K per n-block
+  int max_tiles = 1;     // k-tiles of the largest split
+  int groups_cap = 1;    // groups a split's k range can touch
+  int64_t ktiles = 1;    // k-tiles of K
+  float* partials = nullptr;   // [splits, M, N] f32 when splits > 1
+  unsigned* tickets = nullptr; // one per n-block when splits > 1
+};
+
+// Shared-memory bytes of one block: x (8 or 16 rows of max_tiles k-tiles), then each of the
+// block's 128 rows' scales (T) and zero points (one byte each) for groups_cap groups.
+inline size_t smem_bytes(int x_rows, int max_tiles, int groups_cap) {
+  return size_t(x_rows) * max_tiles * kTileK * 2 + size_t(kBlockRows) * groups_cap * 3;
+}
+
+// The physical 16-byte piece of x row m's logical piece p (p counts 8-element pieces from the
+// block's first k). The pieces one quarter-warp reads at once are, for lanes (g, t) with g in
+// {2q, 2q + 1}: rows layout 16 c + 4 t + r (r fixed), tiled layout 16 c + 4 r + t; the XOR makes
+// their piece index modulo 8 (the 128-byte bank window) distinct across the eight lanes.
+template <bool kTiled>
+__device__ __forceinline__ int x_piece(int m, int p) {
+  if constexpr (kTiled) return p ^ ((m & 1) << 2);
+  else return p ^ (((p >> 3) & 1) << 1) ^ (m & 1);
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+template <class T, bool kTiled, int kMT>
+__global__ void __launch_bounds__(kThreads, 2) gemm_w4a16_v04_kernel(W4A16Args a, Split sp) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int kXRows = 8 * kMT;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t nb = blockIdx.x;
+  const int split = blockIdx.y;
+  const int64_t t0 = split * sp.ktiles / sp.splits, t1 = (split + 1) * sp.ktiles / sp.splits;
+  const int tiles = static_cast<int>(t1 - t0);
+  const int64_t k_begin = t0 * kTileK, k_end = t1 * kTileK < a.k ? t1 * kTileK : a.k;
+  const int x_pitch = sp.max_tiles * (kTileK / 8);  // 16-byte pieces per x row
+  uint4* xs = reinterpret_cast<uint4*>(smem);
+  T* ss = reinterpret_cast<T*>(smem + size_t(kXRows) * x_pitch * 16);
+  uint8_t* zs = reinterpret_cast<uint8_t*>(ss + kBlockRows * sp.groups_cap);
+
+  // This warp's weight rows n0 + g and n0 + g + 8 (clamped to N - 1 past the end: computed,
+  // never stored), and where their 16 bytes of k-tile kt start.
+  const int64_t n0 = nb * kBlockRows + warp * 16;
+  const int64_t rows[2] = {n0 + g < a.n ? n0 + g : a.n - 1, n0 + g + 8 < a.n ? n0 + g + 8 : a.n - 1};
+  const uint4* wsrc[2];
+  if constexpr (kTiled) {
+    const int64_t last_tile = (a.n - 1) / 8;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t nt = (n0 / 8 + h) < last_tile ? n0 / 8 + h : last_tile;
+      wsrc[h] = reinterpret_cast<const uint4*>(a.qweight + nt * a.k_padded) + lane;  // + kt * 32
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) wsrc[h] = reinterpret_cast<const uint4*>(a.qweight + rows[h] * (a.k / 8)) + t;  // + kt * 4
+  }
+  // Rows layout: lane t's 32 k of a k-tile lie in K or not at all (K % 32 == 0); the tiled
+  // layout's padding past K is zero words, and x is zero there.
+  auto load_tile = [&](int64_t kt, uint4 (&q)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (kTiled) q[h] = __ldcs(wsrc[h] + kt * 32);
+      else q[h] = kt * kTileK + 32 * t < a.k ? __ldcs(wsrc[h] + kt * 4) : make_uint4(0, 0, 0, 0);
+    }
+  };
+
+  // The first k-tiles' weights go out before anything else.
+  uint4 q[kInFlight][2];
+#pragma unroll
+  for (int i = 0; i < kInFlight; ++i)
+    if (i < tiles) load_tile(t0 + i, q[i]);
+
+  // Stage x [kXRows, k_begin .. k_begin + tiles * 128) (zero past M and K) ...
+  const T* x = static_cast<const T*>(a.x);
+  const int pieces = tiles * (kTileK / 8);
+  for (int i = threadIdx.x; i < kXRows * pieces; i += kThreads) {
+    const int m = i / pieces, p = i % pieces;
+    const int64_t k = k_begin + 8 * int64_t(p);
+    const bool in = m < a.m && k < a.k;
+    ptx::cp_async_16(xs + m * x_pitch + x_piece<kTiled>(m, p), in ? x + m * a.ld_x + k : x, in ? 16 : 0);
+  }
+  ptx::cp_async_commit();
+  // ... and the scales and zero points of the groups [g_begin, g_end) the k range touches.
+  const int64_t g_begin = k_begin / a.group, g_end = (k_end - 1) / a.group + 1;
+  const int ng = static_cast<int>(g_end - g_begin);
+  const T* scales = static_cast<const T*>(a.scales);
+  for (int i = threadIdx.x; i < kBlockRows * ng; i += kThreads) {
+    const int r = i / ng, gi = i % ng;
+    int64_t n = nb * kBlockRows + r;
+    n = n < a.n ? n : a.n - 1;
+    const int64_t grp = g_begin + gi;
+    ss[r * sp.groups_cap + gi] = scales[n * a.groups + grp];
+    zs[r * sp.groups_cap + gi] =
+        a.zeros ? static_cast<uint8_t>((static_cast<uint32_t>(__ldg(a.zeros + n * a.zero_words + grp / 8)) >> (4 * (grp % 8))) & 0xFu)
+                : uint8_t(8);
+  }
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+
+  // (zz, ss) of row h's group containing k (a k of this block's range).
+  auto params = [&](int h, int64_t k) {
+    k = k < a.k ? k : a.k - 1;  // a lane whose words lie past K (zero weights, zero x): any group
+    const int gi = static_cast<int>(k / a.group - g_begin);
+    const int r = warp * 16 + g + 8 * h;
+    const uint32_t z = zs[r * sp.groups_cap + gi];
+    const T s = ss[r * sp.groups_cap + gi];
+    w4a16::GroupParams<T> gp;
+    gp.zz = w4a16::as_t2<T>(w4a16::Half2<T>::kMagic | (z << 16) | z);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) gp.ss = __bfloat162bfloat162(s);
+    else gp.ss = __half2half2(s);
+    return gp;
+  };
+  // Tiled layout with groups shorter than a k-tile: a lane's four words may sit in different
+  // groups; otherwise one group serves each lane's whole k-tile.
+  const bool word_groups = kTiled && a.group % kTileK != 0 && a.groups > 1;
+
+  float acc[kMT][4];
+#pragma unroll
+  for (int j = 0; j < kMT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+
+  auto multiply_tile = [&](int i, const uint4 (&qt)[2]) {
+    const int64_t kt_base = (t0 + i) * kTileK;
+    w4a16::GroupParams<T> gp[2];
+    if (!word_groups) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) gp[h] = params(h, kTiled ? kt_base : kt_base + 32 * t);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int koff = kTiled ? 32 * r + 8 * t : 32 * t + 8 * r;
+      if (word_groups) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) gp[h] = params(h, kt_base + koff);
+      }
+      w4a16::T2<T> w[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t word = r == 0 ? qt[h].x : r == 1 ? qt[h].y : r == 2 ? qt[h].z : qt[h].w;
+        w4a16::dequant_word<T>(word, gp[h], w[h]);
+      }
+      const int p = i * (kTileK / 8) + koff / 8;  // x piece of this word
+#pragma unroll
+      for (int j = 0; j < kMT; ++j) {
+        const int m = 8 * j + g;
+        const uint4 xv = xs[m * x_pitch + x_piece<kTiled>(m, p)];
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const uint32_t af[4] = {w4a16::as_u32<T>(w[0][2 * s]), w4a16::as_u32<T>(w[1][2 * s]),
+                                  w4a16::as_u32<T>(w[0][2 * s + 1]), w4a16::as_u32<T>(w[1][2 * s + 1])};
+          const uint32_t lo = s == 0 ? xv.x : xv.y, hi = s == 0 ? xv.z : xv.w;
+          const uint32_t bf[2] = {prmt(lo, hi, 0x5410u), prmt(lo, hi, 0x7632u)};
+          ptx::mma_m16n8k16<T>(acc[j], af, bf);
+        }
+      }
+    }
+  };
+
+  // Tile i sits in slot i % kInFlight; once multiplied, the slot takes tile i + kInFlight.
+  for (int i0 = 0; i0 < tiles; i0 += kInFlight) {
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int i = i0 + u;
+      if (i < tiles) {
+        multiply_tile(i, q[u]);
+        if (i + kInFlight < tiles) load_tile(t0 + i + kInFlight, q[u]);
+      }
+    }
+  }
+
+  // acc[j][2h + e]: weight row n0 + g + 8h, x row 8j + 2t + e.
+  T* y = static_cast<T*>(a.y);
+  if (sp.splits == 1) {
+#pragma unroll
+    for (int j = 0; j < kMT; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t m = 8 * j + 2 * t + e, n = n0 + g + 8 * h;
+          if (m < a.m && n < a.n) y[m * a.ld_y + n] = static_cast<T>(acc[j][2 * h + e]);
+        }
+    return;
+  }
+  float* part = sp.partials + int64_t(split) * a.m * a.n;
+#pragma unroll
+  for (int j = 0; j < kMT; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t m = 8 * j + 2 * t + e, n = n0 + g + 8 * h;
+        if (m < a.m && n < a.n) __stcg(part + m * a.n + n, acc[j][2 * h + e]);
+      }
+  __shared__ bool last;
+  __threadfence();  // this block's partial is visible before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(sp.tickets + nb, 1u) == unsigned(sp.splits - 1);
+    if (last) sp.tickets[nb] = 0;  // every split has arrived: back to zero for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int64_t cols = a.n - nb * kBlockRows < kBlockRows ? a.n - nb * kBlockRows : kBlockRows;
+  for (int64_t i = threadIdx.x; i < a.m * cols; i += kThreads) {
+    const int64_t m = i / cols, n = nb * kBlockRows + i % cols;
+    float v = 0.f;
+    for (int s = 0; s < sp.splits; ++s) v += __ldcg(sp.partials + (int64_t(s) * a.m + m) * a.n + n);
+    y[m * a.ld_y + n] = static_cast<T>(v);
+  }
+}
+
+template <class T, bool kTiled, int kMT>
+void launch_config(const W4A16Args& a, cudaStream_t stream) {
+  auto kernel = gemm_w4a16_v04_kernel<T, kTiled, kMT>;
+  Split sp;
+  sp.ktiles = ceil_div(a.k, kTileK);
+  const int64_t nblocks = ceil_div(a.n, kBlockRows);
+  auto groups_cap = [&](int max_tiles) {
+    return static_cast<int>(std::min<int64_t>(a.groups, ceil_div(int64_t(max_tiles) * kTileK, a.group) + 1));
+  };
+  // Splits: fill the resident block slots once (counted at the largest shared-memory size),
+  // keep kInFlight k-tiles per warp where K allows, and no more than kMaxTiles per split.
+  const int cap_tiles = static_cast<int>(std::min<int64_t>(sp.ktiles, kMaxTiles));
+  const size_t smem_cap = smem_bytes(8 * kMT, cap_tiles, groups_cap(cap_tiles));
+  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_cap)));
+  const int64_t slots = resident_grid(kernel, kThreads, smem_cap);
+  int64_t splits = std::max<int64_t>(1, std::min<int64_t>(slots / nblocks, sp.ktiles / kInFlight));
+  splits = std::max<int64_t>(splits, ceil_div(sp.ktiles, kMaxTiles));
+  sp.splits = static_cast<int>(splits);
+  sp.max_tiles = static_cast<int>(ceil_div(sp.ktiles, splits));
+  sp.groups_cap = groups_cap(sp.max_tiles);
+  const size_t smem = smem_bytes(8 * kMT, sp.max_tiles, sp.groups_cap);
+  std::unique_ptr<detail::StreamWorkspace> ws;
+  if (sp.splits > 1) {
+    ws = std::make_unique<detail::StreamWorkspace>(stream, "gemm_w4a16_v04_partials",
+                                                   size_t(sp.splits) * a.m * a.n * sizeof(float));
+    sp.partials = static_cast<float*>(ws->get());
+    sp.tickets = static_cast<unsigned*>(detail::zeroed_stream_scratch(stream, "gemm_w4a16_v04_tickets", nblocks * sizeof(unsigned)));
+  }
+  kernel<<<dim3(static_cast<unsigned>(nblocks), static_cast<unsigned>(sp.splits)), kThreads, smem, stream>>>(a, sp);
+  HK_CHECK_LAUNCH("gemm_w4a16_v04_kernel");
+}
+
+void gemm_w4a16_v04_launch(const W4A16Args& a, cudaStream_t stream) {
+  w4a16::dispatch_dtype(a.dtype, "gemm_w4a16/v04_decode_mma_splitk", [&](auto tag) {
+    using T = decltype(tag);
+    const bool wide = a.m > 8;
+    if (a.layout == W4A16Layout::kTiled) {
+      if (wide) launch_config<T, true, 2>(a, stream);
+      else launch_config<T, true, 1>(a, stream);
+    } else {
+      if (wide) launch_config<T, false, 2>(a, stream);
+      else launch_config<T, false, 1>(a, stream);
+    }
+  });
+}
+
+std::string gemm_w4a16_v04_supports(const W4A16Problem& p) {
+  if (p.m > kMaxM) return detail::cat("the decode kernel multiplies up to ", kMaxM, " rows of x (two 8-column mma tiles), got M=", p.m);
+  if (p.x_row_align() < 16)
+    return detail::cat("x is staged with 16-byte cp.async: every operand and x's rows must be 16-byte aligned, got ",
+                       p.x_row_align(), "-byte alignment");
+  if (!p.tiled() && (p.k % 32 != 0 || p.align_bytes < 16))
+    return detail::cat("the rows layout is read in 16-byte chunks: K must be a multiple of 32 and qweight 16-byte aligned, got K=",
+                       p.k, " and ", p.align_bytes, "-byte alignment");
+  if (ceil_div(p.n, kBlockRows) > 0x7FFFFFFF) return "grid.x (N / 128) is limited to 2^31 - 1";
+  return "";
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "v04_decode_mma_splitk",
+                    "decode (M <= 16) on mma.sync with W as the A operand, K split over blocks, deterministic reduction",
+                    80, kFlagProduction, gemm_w4a16_v04_supports, gemm_w4a16_v04_launch);
+
+}  // namespace hk::gemm_w4a16_v04_decode_mma_splitk
