@@ -23,7 +23,7 @@
 //   tiled layout: lane 4g + t loads its 16 bytes of the n-tile's 512-byte k-tile, whose word r
 //                 covers k = 32r + 8t (gemm_w4a16.hpp's fragment order), for row g of each of the
 //                 two n-tiles of 8 rows.
-// x is staged once per block in shared memory (its k range, M rows zero-padded to 8 or 16),
+// x is staged once per block in shared memory (its k range; lanes of rows past M use zeros),
 // 16-byte pieces XOR-swizzled so that each quarter-warp's eight 16-byte loads hit distinct banks;
 // the block's scales and zero points are staged beside it.
 //
@@ -136,10 +136,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_w4a16_v04_kernel(W4A16Args a
   // Stage x [kXRows, k_begin .. k_begin + tiles * 128) (zero past M and K) ...
   const T* x = static_cast<const T*>(a.x);
   const int pieces = tiles * (kTileK / 8);
-  for (int i = threadIdx.x; i < kXRows * pieces; i += kThreads) {
+  const int x_rows = a.m < kXRows ? static_cast<int>(a.m) : kXRows;  // rows past M are never read
+  for (int i = threadIdx.x; i < x_rows * pieces; i += kThreads) {
     const int m = i / pieces, p = i % pieces;
     const int64_t k = k_begin + 8 * int64_t(p);
-    const bool in = m < a.m && k < a.k;
+    const bool in = k < a.k;
     ptx::cp_async_16(xs + m * x_pitch + x_piece<kTiled>(m, p), in ? x + m * a.ld_x + k : x, in ? 16 : 0);
   }
   ptx::cp_async_commit();
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_w4a16_v04_kernel(W4A16Args a
 #pragma unroll
       for (int j = 0; j < kMT; ++j) {
         const int m = 8 * j + g;
-        const uint4 xv = xs[m * x_pitch + x_piece<kTiled>(m, p)];
+        const uint4 xv = m < a.m ? xs[m * x_pitch + x_piece<kTiled>(m, p)] : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
           const uint32_t af[4] = {w4a16::as_u32<T>(w[0][2 * s]), w4a16::as_u32<T>(w[1][2 * s]),
