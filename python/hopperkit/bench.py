@@ -215,6 +215,12 @@ def _sdpa_backend(name: str):
     return call
 
 
+def _grad_q(attn: Callable, q: Any, k: Any, v: Any, dout: Any) -> Any:
+    """Forward and backward of ``attn`` through autograd (dq, dk and dv computed); returns dq."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    return torch.autograd.grad(attn(q, k, v), (q, k, v), dout)[0]
+
+
 def _attention_cases(hk: Any, quick: bool) -> list[Case]:
     """Attention forward, and forward + backward (dq returned), in SDPA's [B, H, S, D] layout against SDPA's
     flash and cuDNN backends: 16k tokens per batch, the FlashAttention benchmark's shapes."""
@@ -234,19 +240,16 @@ def _attention_cases(hk: Any, quick: bool) -> list[Case]:
         case.extra["cudnn"] = lambda q=q, k=k, v=v, c=causal: _sdpa_backend("cudnn")(q, k, v, c)
         cases.append(case)
         # Forward + backward (dq, dk, dv through autograd): 2.5x the forward's flops in the backward.
-        qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+        # This shape's tensors are bound as default arguments: a late-bound name would time the
+        # last shape on every row.
         dout = torch.randn_like(q)
-
-        def fwd_bwd(attn, q=qg, k=kg, v=vg, dout=dout):
-            return torch.autograd.grad(attn(q, k, v), (q, k, v), dout)[0]
-
-        # fwd_bwd is bound as a default argument: it is redefined (with this shape's tensors) on
-        # every iteration, and a late-bound name would time the last shape on every row.
         case = Case("attention_fwd_bwd", tag,
-                    lambda c=causal, f=fwd_bwd: f(lambda q, k, v: hk.attention(q, k, v, causal=c, layout="bhsd")),
-                    lambda c=causal, f=fwd_bwd: f(lambda q, k, v: _sdpa_backend("flash")(q, k, v, c)),
+                    lambda a=(q, k, v, dout), c=causal: _grad_q(
+                        lambda q, k, v: hk.attention(q, k, v, causal=c, layout="bhsd"), *a),
+                    lambda a=(q, k, v, dout), c=causal: _grad_q(lambda q, k, v: _sdpa_backend("flash")(q, k, v, c), *a),
                     3.5 * flops, _bytes(q, k, v, q) * 3, 5e-2, 5e-2, None)
-        case.extra["cudnn"] = lambda c=causal, f=fwd_bwd: f(lambda q, k, v: _sdpa_backend("cudnn")(q, k, v, c))
+        case.extra["cudnn"] = lambda a=(q, k, v, dout), c=causal: _grad_q(
+            lambda q, k, v: _sdpa_backend("cudnn")(q, k, v, c), *a)
         cases.append(case)
     return cases
 
@@ -284,10 +287,6 @@ def _attention_goal_cases(hk: Any) -> list[Case]:
     def randn(*shape):
         return torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=gen)
 
-    def grad_q(attn, q, k, v, dout):
-        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-        return torch.autograd.grad(attn(q, k, v), (q, k, v), dout)[0]
-
     # GQA, [B, H, S, D]
     for hkv in (8, 4):
         for causal in (False, True):
@@ -312,10 +311,10 @@ def _attention_goal_cases(hk: Any) -> list[Case]:
                         lambda q=q, k=k, v=v, f=sdpa: f(q, k, v), flops, _bytes(q, k, v, q), 2e-2, 2e-2, None)
             case.extra["cudnn"] = lambda q=q, k=k, v=v, f=cudnn: f(q, k, v)
             cases.append(case)
-            case = Case("attention_fwd_bwd", tag, lambda a=(q, k, v, dout), f=ours: grad_q(f, *a),
-                        lambda a=(q, k, v, dout), f=sdpa: grad_q(f, *a), 3.5 * flops, _bytes(q, k, v, q) * 3,
+            case = Case("attention_fwd_bwd", tag, lambda a=(q, k, v, dout), f=ours: _grad_q(f, *a),
+                        lambda a=(q, k, v, dout), f=sdpa: _grad_q(f, *a), 3.5 * flops, _bytes(q, k, v, q) * 3,
                         5e-2, 5e-2, None)
-            case.extra["cudnn"] = lambda a=(q, k, v, dout), f=cudnn: grad_q(f, *a)
+            case.extra["cudnn"] = lambda a=(q, k, v, dout), f=cudnn: _grad_q(f, *a)
             cases.append(case)
     # The deterministic backward, and CS336's shape (forward + backward, causal)
     for b, s, h, d, causal, det in ((8, 2048, 16, 128, False, True), (8, 2048, 16, 128, True, True),
@@ -324,11 +323,11 @@ def _attention_goal_cases(hk: Any) -> list[Case]:
         flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
         tag = f"b{b}_s{s}_h{h}_d{d}{'_causal' if causal else ''}_bf16"
         case = Case("attention_fwd_bwd_det" if det else "attention_fwd_bwd", tag,
-                    lambda a=(q, k, v, dout), c=causal, det=det: grad_q(
+                    lambda a=(q, k, v, dout), c=causal, det=det: _grad_q(
                         lambda q, k, v: hk.attention(q, k, v, causal=c, layout="bhsd", deterministic=det), *a),
-                    lambda a=(q, k, v, dout), c=causal: grad_q(lambda q, k, v: _sdpa_backend("flash")(q, k, v, c), *a),
+                    lambda a=(q, k, v, dout), c=causal: _grad_q(lambda q, k, v: _sdpa_backend("flash")(q, k, v, c), *a),
                     3.5 * flops, _bytes(q, k, v, q) * 3, 5e-2, 5e-2, None)
-        case.extra["cudnn"] = lambda a=(q, k, v, dout), c=causal: grad_q(
+        case.extra["cudnn"] = lambda a=(q, k, v, dout), c=causal: _grad_q(
             lambda q, k, v: _sdpa_backend("cudnn")(q, k, v, c), *a)
         cases.append(case)
     # Variable length: 16 sequences of 128 ... 4096 tokens (32k in all), [total, H, D]
@@ -351,8 +350,8 @@ def _attention_goal_cases(hk: Any) -> list[Case]:
             cases.append(Case("attention_varlen", tag, lambda q=q, k=k, v=v, f=ours: f(q, k, v),
                               lambda q=q, k=k, v=v, f=theirs: f(q, k, v), flops, _bytes(q, k, v, q), 2e-2, 2e-2,
                               None))
-            cases.append(Case("attention_varlen_fwd_bwd", tag, lambda a=(q, k, v, dout), f=ours: grad_q(f, *a),
-                              lambda a=(q, k, v, dout), f=theirs: grad_q(f, *a), 3.5 * flops,
+            cases.append(Case("attention_varlen_fwd_bwd", tag, lambda a=(q, k, v, dout), f=ours: _grad_q(f, *a),
+                              lambda a=(q, k, v, dout), f=theirs: _grad_q(f, *a), 3.5 * flops,
                               _bytes(q, k, v, q) * 3, 5e-2, 5e-2, None))
     return cases
 
