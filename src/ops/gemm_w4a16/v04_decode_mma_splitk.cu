@@ -65,9 +65,14 @@ struct Split {
 
 // Shared-memory bytes of one block: x (8 or 16 rows of max_tiles k-tiles), then each of the
 // block's 128 rows' scales (T) and zero points (one byte each) for groups_cap groups.
-inline size_t smem_bytes(int x_rows, int max_tiles, int groups_cap) {
+constexpr size_t smem_bytes(int x_rows, int max_tiles, int groups_cap) {
   return size_t(x_rows) * max_tiles * kTileK * 2 + size_t(kBlockRows) * groups_cap * 3;
 }
+// Resident blocks per SM: __launch_bounds__(kThreads, 2) holds the registers to 128 per thread,
+// and the largest shared-memory footprint (16 rows of x, 16 k-tiles, groups of 32) fits twice.
+constexpr int kBlocksPerSm = 2;
+constexpr size_t kMaxSmem = smem_bytes(kMaxM, kMaxTiles, kMaxTiles * kTileK / 32 + 1);
+static_assert(kBlocksPerSm * (kMaxSmem + 1024) <= 228 * 1024, "two blocks per SM at the largest footprint");
 
 // The physical 16-byte piece of x row m's logical piece p (p counts 8-element pieces from the
 // block's first k). The pieces one quarter-warp reads at once are, for lanes (g, t) with g in
@@ -86,7 +91,7 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 }
 
 template <class T, bool kTiled, int kMT>
-__global__ void __launch_bounds__(kThreads, 2) gemm_w4a16_v04_kernel(W4A16Args a, Split sp) {
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(W4A16Args a, Split sp) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kXRows = 8 * kMT;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -285,18 +290,16 @@ void launch_config(const W4A16Args& a, cudaStream_t stream) {
   auto groups_cap = [&](int max_tiles) {
     return static_cast<int>(std::min<int64_t>(a.groups, ceil_div(int64_t(max_tiles) * kTileK, a.group) + 1));
   };
-  // Splits: fill the resident block slots once (counted at the largest shared-memory size),
-  // keep kInFlight k-tiles per warp where K allows, and no more than kMaxTiles per split.
-  const int cap_tiles = static_cast<int>(std::min<int64_t>(sp.ktiles, kMaxTiles));
-  const size_t smem_cap = smem_bytes(8 * kMT, cap_tiles, groups_cap(cap_tiles));
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_cap)));
-  const int64_t slots = resident_grid(kernel, kThreads, smem_cap);
+  // Splits: fill the resident block slots once, keep kInFlight k-tiles per warp where K allows,
+  // and no more than kMaxTiles per split.
+  const int64_t slots = int64_t(device_info().sm_count) * kBlocksPerSm;
   int64_t splits = std::max<int64_t>(1, std::min<int64_t>(slots / nblocks, sp.ktiles / kInFlight));
   splits = std::max<int64_t>(splits, ceil_div(sp.ktiles, kMaxTiles));
   sp.splits = static_cast<int>(splits);
   sp.max_tiles = static_cast<int>(ceil_div(sp.ktiles, splits));
   sp.groups_cap = groups_cap(sp.max_tiles);
   const size_t smem = smem_bytes(8 * kMT, sp.max_tiles, sp.groups_cap);
+  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   std::unique_ptr<detail::StreamWorkspace> ws;
   if (sp.splits > 1) {
     ws = std::make_unique<detail::StreamWorkspace>(stream, "gemm_w4a16_v04_partials",
