@@ -176,7 +176,7 @@ def _w4a16_cases(hk: Any, quick: bool) -> list[Case]:
     dequantised weight (``x @ W.T``) and tinygemm, at the decode and prefill shapes of an 8192-wide
     layer and of a 14336 x 4096 MLP in both directions, and at groups of 32 and 64."""
     shapes = [(1, 8192, 8192, 128)] if quick else [
-        (m, 8192, 8192, 128) for m in (1, 4, 16, 64, 256, 1024, 4096)] + [
+        (m, 8192, 8192, 128) for m in (1, 4, 16, 32, 64, 256, 1024, 4096)] + [
         (m, n, k, 128) for n, k in ((14336, 4096), (4096, 14336)) for m in (1, 16, 256)] + [
         (1, 8192, 8192, 32), (1, 8192, 8192, 64)]
     gen = torch.Generator(device="cuda").manual_seed(3)

@@ -257,15 +257,16 @@ TEST(W4A16Dispatch, RoutesAndHonestSupports) {
   auto& reg = hk::Registry::get();
   using L = W4A16Layout;
   auto pick = [&](const hk::W4A16Problem& p) { return reg.choose(p).variant->name(); };
-  // M <= 16: the tensor-core decode kernel with K split over blocks, in both layouts
+  // M <= 32: the tensor-core decode kernel with K split over blocks, in both layouts
   EXPECT_EQ(pick(hk::W4A16Problem(1, 4096, 4096, 128, DType::kBF16, false)), "v04_decode_mma_splitk");
   EXPECT_EQ(pick(hk::W4A16Problem(4, 8192, 8192, 128, DType::kBF16, false, L::kTiled)), "v04_decode_mma_splitk");
   EXPECT_EQ(pick(hk::W4A16Problem(5, 4096, 4096, 128, DType::kF16, true)), "v04_decode_mma_splitk");
   EXPECT_EQ(pick(hk::W4A16Problem(16, 8192, 8192, 128, DType::kBF16, false)), "v04_decode_mma_splitk");
-  // past 16 rows of x: the tiled tensor-core GEMM
-  EXPECT_EQ(pick(hk::W4A16Problem(17, 8192, 8192, 128, DType::kBF16, false)), "v03_mma_dequant");
+  EXPECT_EQ(pick(hk::W4A16Problem(32, 8192, 8192, 128, DType::kBF16, false)), "v04_decode_mma_splitk");
+  // past 32 rows of x: the tiled tensor-core GEMM
+  EXPECT_EQ(pick(hk::W4A16Problem(33, 8192, 8192, 128, DType::kBF16, false)), "v03_mma_dequant");
   EXPECT_EQ(pick(hk::W4A16Problem(4096, 4096, 4096, 128, DType::kBF16, false, L::kTiled)), "v03_mma_dequant");
-  EXPECT_NE(reg.variant("gemm_w4a16", "v04_decode_mma_splitk")->supports(hk::W4A16Problem(17, 64, 256, 128, DType::kBF16, false)), "");
+  EXPECT_NE(reg.variant("gemm_w4a16", "v04_decode_mma_splitk")->supports(hk::W4A16Problem(33, 64, 256, 128, DType::kBF16, false)), "");
   // rows layout with K not a multiple of 32 (g = K = 200): cuBLAS after a dequantisation pass
   EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false)), "baseline_cublas_dequant");
   EXPECT_EQ(pick(hk::W4A16Problem(64, 64, 200, 200, DType::kBF16, false)), "baseline_cublas_dequant");

@@ -23,9 +23,9 @@ std::vector<Route> gemm_w4a16_dispatch(const W4A16Problem& p) {
   const Route mma{"v03_mma_dequant", "tensor cores with W dequantised into the B fragment, cp.async ring: 59.0 us at "
                                      "16x8192x8192, 1.63x dequantise + cuBLAS (H200, 2026-12-02)"};
   const Route cublas{"baseline_cublas_dequant", "any alignment and K: W dequantised into scratch, then cuBLAS"};
-  const Route decode_mma{"v04_decode_mma_splitk", "M <= 16: W as the mma's A operand, K split over blocks so the "
+  const Route decode_mma{"v04_decode_mma_splitk", "M <= 32: W as the mma's A operand, K split over blocks so the "
                                                   "weight stream fills every SM"};
-  if (p.m <= 16) return {decode_mma, mma, cublas};
+  if (p.m <= 32) return {decode_mma, mma, cublas};
   return {mma, cublas};
 }
 

@@ -222,7 +222,7 @@ class W4A16Family final : public Family {
       L layout;
       int64_t pad;
     };
-    // M in {1, 4, 7, 11, 16, 33, 128}; K an odd multiple of the group (or the group itself); N not a
+    // M in {1, 4, 7, 11, 16, 24, 32, 33, 128}; K an odd multiple of the group (or the group itself); N not a
     // multiple of the tiles (8, 64, 128); every group size, both layouts, both dtypes, both
     // zero-point modes; padded rows of x and y (pad) at 16-byte-keeping and odd strides.
     const std::vector<S> shapes = {
@@ -234,9 +234,10 @@ class W4A16Family final : public Family {
         {16, 2048, 4096, 128, bf, false, L::kRows, 0}, {16, 72, 896, 896, f16, true, L::kTiled, 0},
         // the split-K decode kernel: a partial last k-tile with groups of 32 (two x tiles, 5 rows of
         // padding), groups of 64 in the tiled layout (a lane's words in two groups), a long K
-        // over one block of rows (16 splits)
+        // over one block of rows (16 splits), four x tiles (M = 24, 32)
         {11, 300, 2080, 32, f16, false, L::kRows, 8}, {4, 200, 1024, 64, bf, false, L::kTiled, 0},
-        {1, 40, 8192, 128, bf, true, L::kRows, 0},
+        {1, 40, 8192, 128, bf, true, L::kRows, 0}, {24, 264, 1152, 64, f16, false, L::kRows, 0},
+        {32, 136, 640, 128, bf, true, L::kTiled, 0},
         {33, 136, 200, 200, f16, false, L::kRows, 0}, {33, 72, 224, 32, bf, false, L::kTiled, 0},
         {33, 520, 320, 64, bf, true, L::kRows, 5},
         {128, 520, 1152, 128, bf, true, L::kRows, 0}, {128, 264, 320, 64, f16, false, L::kTiled, 0},

@@ -1,10 +1,10 @@
 // gemm_w4a16/v04_decode_mma_splitk.cu
 //
-// Rung 4: the decode kernel (M <= 16) on the tensor cores, with K split over blocks so the
+// Rung 4: the decode kernel (M <= 32) on the tensor cores, with K split over blocks so the
 // weight stream fills every SM.
 // Adds over v02/v03: the roles of the operands swap. W is the 16-row A operand of
 // mma.sync m16n8k16 and x the 8-column B operand (y^T = W x^T), so one warp streams 16 weight
-// rows and one mma covers up to 8 rows of x (two mmas up to 16): the f32 FMAs that bound v02
+// rows and one mma covers up to 8 rows of x (four mmas up to 32): the f32 FMAs that bound v02
 // past M = 1 move to the tensor cores, and no 16-row tile of x is wasted on M = 1 as in v03.
 // Each block (8 warps, 128 weight rows) takes an even share of the k-tiles (128 k each); the
 // split count fills the resident block slots once. Each warp keeps 4 k-tiles of its rows in
@@ -31,7 +31,7 @@
 // scratch [S, M, N]; the last block of an n-block to arrive (a per-n-block ticket in the
 // stream's zeroed scratch, put back to zero by that block) adds the S partials in split order
 // and rounds once, so the result is bitwise deterministic. S = 1 stores y directly.
-// Needs: M <= 16; every operand and x's rows 16-byte aligned; rows layout: K a multiple of 32.
+// Needs: M <= 32; every operand and x's rows 16-byte aligned; rows layout: K a multiple of 32.
 // Run:   hk bench gemm_w4a16 --variant v04_decode_mma_splitk --shape 16x8192x8192
 #include <algorithm>
 #include <memory>
@@ -49,9 +49,16 @@ constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBlockRows = 16 * kWarps;  // weight rows per block: 16 per warp
 constexpr int kTileK = 128;              // k per k-tile
-constexpr int kInFlight = 4;             // k-tiles per warp in flight
-constexpr int kMaxTiles = 16;            // k-tiles per block at most (x's slice: 16 x 2048 x 2 bytes)
-constexpr int kMaxM = 16;
+constexpr int kMaxM = 32;
+
+// Per width of x (kMT 8-column mma tiles): k-tiles per warp in flight (registers: 8 per tile,
+// beside 4 kMT accumulators, within the 128 the launch bounds allow) and k-tiles per block at
+// most (x's slice in shared memory: 8 kMT rows x 128 kMaxTiles x 2 bytes = 32 or 64 KB).
+template <int kMT>
+struct Cfg {
+  static constexpr int kInFlight = kMT <= 2 ? 6 : 4;
+  static constexpr int kMaxTiles = kMT <= 2 ? 16 : 8;
+};
 
 // What a launch needs to know besides the operands.
 struct Split {
@@ -63,15 +70,17 @@ struct Split {
   unsigned* tickets = nullptr; // one per n-block when splits > 1
 };
 
-// Shared-memory bytes of one block: x (8 or 16 rows of max_tiles k-tiles), then each of the
+// Shared-memory bytes of one block: x (8, 16 or 32 rows of max_tiles k-tiles), then each of the
 // block's 128 rows' scales (T) and zero points (one byte each) for groups_cap groups.
 constexpr size_t smem_bytes(int x_rows, int max_tiles, int groups_cap) {
   return size_t(x_rows) * max_tiles * kTileK * 2 + size_t(kBlockRows) * groups_cap * 3;
 }
 // Resident blocks per SM: __launch_bounds__(kThreads, 2) holds the registers to 128 per thread,
-// and the largest shared-memory footprint (16 rows of x, 16 k-tiles, groups of 32) fits twice.
+// and the largest shared-memory footprint (16 rows of x and 16 k-tiles, or 32 and 8, with groups
+// of 32) fits twice.
 constexpr int kBlocksPerSm = 2;
-constexpr size_t kMaxSmem = smem_bytes(kMaxM, kMaxTiles, kMaxTiles * kTileK / 32 + 1);
+constexpr size_t kMaxSmem = std::max(smem_bytes(16, Cfg<2>::kMaxTiles, Cfg<2>::kMaxTiles * kTileK / 32 + 1),
+                                      smem_bytes(32, Cfg<4>::kMaxTiles, Cfg<4>::kMaxTiles * kTileK / 32 + 1));
 static_assert(kBlocksPerSm * (kMaxSmem + 1024) <= 228 * 1024, "two blocks per SM at the largest footprint");
 
 // The physical 16-byte piece of x row m's logical piece p (p counts 8-element pieces from the
@@ -93,7 +102,7 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 template <class T, bool kTiled, int kMT>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(W4A16Args a, Split sp) {
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int kXRows = 8 * kMT;
+  constexpr int kXRows = 8 * kMT, kInFlight = Cfg<kMT>::kInFlight;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t nb = blockIdx.x;
@@ -149,19 +158,32 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
     ptx::cp_async_16(xs + m * x_pitch + x_piece<kTiled>(m, p), in ? x + m * a.ld_x + k : x, in ? 16 : 0);
   }
   ptx::cp_async_commit();
-  // ... and the scales and zero points of the groups [g_begin, g_end) the k range touches.
+  // ... and the scales and zero points of the groups [g_begin, g_end) the k range touches:
+  // eight loads per thread issued back to back, then stored (one memory round trip per eight).
   const int64_t g_begin = k_begin / a.group, g_end = (k_end - 1) / a.group + 1;
   const int ng = static_cast<int>(g_end - g_begin);
   const T* scales = static_cast<const T*>(a.scales);
-  for (int i = threadIdx.x; i < kBlockRows * ng; i += kThreads) {
-    const int r = i / ng, gi = i % ng;
-    int64_t n = nb * kBlockRows + r;
-    n = n < a.n ? n : a.n - 1;
-    const int64_t grp = g_begin + gi;
-    ss[r * sp.groups_cap + gi] = scales[n * a.groups + grp];
-    zs[r * sp.groups_cap + gi] =
-        a.zeros ? static_cast<uint8_t>((static_cast<uint32_t>(__ldg(a.zeros + n * a.zero_words + grp / 8)) >> (4 * (grp % 8))) & 0xFu)
-                : uint8_t(8);
+  for (int base = threadIdx.x; base < kBlockRows * ng; base += 8 * kThreads) {
+    T sv[8];
+    uint32_t zv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int i = base + j * kThreads;
+      if (i < kBlockRows * ng) {
+        const int r = i / ng;
+        const int64_t n = nb * kBlockRows + r < a.n ? nb * kBlockRows + r : a.n - 1, grp = g_begin + i % ng;
+        sv[j] = scales[n * a.groups + grp];
+        zv[j] = a.zeros ? static_cast<uint32_t>(__ldg(a.zeros + n * a.zero_words + grp / 8)) >> (4 * (grp % 8)) : 8u;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int i = base + j * kThreads;
+      if (i < kBlockRows * ng) {
+        ss[(i / ng) * sp.groups_cap + i % ng] = sv[j];
+        zs[(i / ng) * sp.groups_cap + i % ng] = static_cast<uint8_t>(zv[j] & 0xFu);
+      }
+    }
   }
   ptx::cp_async_wait<0>();
   __syncthreads();
@@ -272,18 +294,37 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // Each thread sums its outputs over the splits in split order; the loads of eight outputs
+  // and four splits are issued before their sums need them.
   const int64_t cols = a.n - nb * kBlockRows < kBlockRows ? a.n - nb * kBlockRows : kBlockRows;
-  for (int64_t i = threadIdx.x; i < a.m * cols; i += kThreads) {
-    const int64_t m = i / cols, n = nb * kBlockRows + i % cols;
-    float v = 0.f;
-    for (int s = 0; s < sp.splits; ++s) v += __ldcg(sp.partials + (int64_t(s) * a.m + m) * a.n + n);
-    y[m * a.ld_y + n] = static_cast<T>(v);
+  const int outputs = static_cast<int>(a.m * cols);
+  for (int base = threadIdx.x; base < outputs; base += 8 * kThreads) {
+    float v[8];
+    int64_t at[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int i = base + j * kThreads < outputs ? base + j * kThreads : base;
+      at[j] = (i / cols) * a.n + nb * kBlockRows + i % cols;
+      v[j] = 0.f;
+    }
+#pragma unroll 4
+    for (int s = 0; s < sp.splits; ++s) {
+      const float* ps = sp.partials + int64_t(s) * a.m * a.n;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] += __ldcg(ps + at[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int i = base + j * kThreads;
+      if (i < outputs) y[(i / cols) * a.ld_y + nb * kBlockRows + i % cols] = static_cast<T>(v[j]);
+    }
   }
 }
 
 template <class T, bool kTiled, int kMT>
 void launch_config(const W4A16Args& a, cudaStream_t stream) {
   auto kernel = gemm_w4a16_v04_kernel<T, kTiled, kMT>;
+  constexpr int kInFlight = Cfg<kMT>::kInFlight, kMaxTiles = Cfg<kMT>::kMaxTiles;
   Split sp;
   sp.ktiles = ceil_div(a.k, kTileK);
   const int64_t nblocks = ceil_div(a.n, kBlockRows);
@@ -314,19 +355,19 @@ void launch_config(const W4A16Args& a, cudaStream_t stream) {
 void gemm_w4a16_v04_launch(const W4A16Args& a, cudaStream_t stream) {
   w4a16::dispatch_dtype(a.dtype, "gemm_w4a16/v04_decode_mma_splitk", [&](auto tag) {
     using T = decltype(tag);
-    const bool wide = a.m > 8;
-    if (a.layout == W4A16Layout::kTiled) {
-      if (wide) launch_config<T, true, 2>(a, stream);
-      else launch_config<T, true, 1>(a, stream);
-    } else {
-      if (wide) launch_config<T, false, 2>(a, stream);
-      else launch_config<T, false, 1>(a, stream);
-    }
+    auto by_width = [&](auto tiled) {
+      constexpr bool kTiled = decltype(tiled)::value;
+      if (a.m <= 8) launch_config<T, kTiled, 1>(a, stream);
+      else if (a.m <= 16) launch_config<T, kTiled, 2>(a, stream);
+      else launch_config<T, kTiled, 4>(a, stream);
+    };
+    if (a.layout == W4A16Layout::kTiled) by_width(std::true_type{});
+    else by_width(std::false_type{});
   });
 }
 
 std::string gemm_w4a16_v04_supports(const W4A16Problem& p) {
-  if (p.m > kMaxM) return detail::cat("the decode kernel multiplies up to ", kMaxM, " rows of x (two 8-column mma tiles), got M=", p.m);
+  if (p.m > kMaxM) return detail::cat("the decode kernel multiplies up to ", kMaxM, " rows of x (four 8-column mma tiles), got M=", p.m);
   if (p.x_row_align() < 16)
     return detail::cat("x is staged with 16-byte cp.async: every operand and x's rows must be 16-byte aligned, got ",
                        p.x_row_align(), "-byte alignment");
@@ -340,7 +381,7 @@ std::string gemm_w4a16_v04_supports(const W4A16Problem& p) {
 }  // namespace
 
 HK_REGISTER_VARIANT(W4A16Problem, W4A16Args, "gemm_w4a16", "v04_decode_mma_splitk",
-                    "decode (M <= 16) on mma.sync with W as the A operand, K split over blocks, deterministic reduction",
+                    "decode (M <= 32) on mma.sync with W as the A operand, K split over blocks, deterministic reduction",
                     80, kFlagProduction, gemm_w4a16_v04_supports, gemm_w4a16_v04_launch);
 
 }  // namespace hk::gemm_w4a16_v04_decode_mma_splitk
