@@ -54,9 +54,9 @@ constexpr int kMaxM = 32;
 // Per width of x (kMT 8-column mma tiles): k-tiles per warp in flight (registers: 8 per tile,
 // beside 4 kMT accumulators, within the 128 the launch bounds allow) and k-tiles per block at
 // most (x's slice in shared memory: 8 kMT rows x 128 kMaxTiles x 2 bytes = 32 or 64 KB).
-template <int kMT>
+template <int kMT, bool kFold = true>
 struct Cfg {
-  static constexpr int kInFlight = kMT <= 2 ? 6 : 4;
+  static constexpr int kInFlight = kMT <= 2 ? 6 : kFold ? 3 : 2;
   static constexpr int kMaxTiles = kMT <= 2 ? 16 : 8;
 };
 
@@ -70,10 +70,11 @@ struct Split {
   unsigned* tickets = nullptr; // one per n-block when splits > 1
 };
 
-// Shared-memory bytes of one block: x (8, 16 or 32 rows of max_tiles k-tiles), then each of the
+// Shared-memory bytes of one block: x (8, 16 or 32 rows of max_tiles k-tiles), its per-tile row
+// sums (f32), then each of the
 // block's 128 rows' scales (T) and zero points (one byte each) for groups_cap groups.
 constexpr size_t smem_bytes(int x_rows, int max_tiles, int groups_cap) {
-  return size_t(x_rows) * max_tiles * kTileK * 2 + size_t(kBlockRows) * groups_cap * 3;
+  return size_t(x_rows) * max_tiles * (kTileK * 2 + 4) + size_t(kBlockRows) * groups_cap * 3;
 }
 // Resident blocks per SM: __launch_bounds__(kThreads, 2) holds the registers to 128 per thread,
 // and the largest shared-memory footprint (16 rows of x and 16 k-tiles, or 32 and 8, with groups
@@ -99,10 +100,16 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   return d;
 }
 
-template <class T, bool kTiled, int kMT>
+template <class T>
+__device__ __forceinline__ float2 to_float2(uint32_t u) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xFFFF0000u));
+  else return __half22float2(w4a16::as_t2<__half>(u));
+}
+
+template <class T, bool kTiled, int kMT, bool kFold>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(W4A16Args a, Split sp) {
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int kXRows = 8 * kMT, kInFlight = Cfg<kMT>::kInFlight;
+  constexpr int kXRows = 8 * kMT, kInFlight = Cfg<kMT, kFold>::kInFlight;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t nb = blockIdx.x;
@@ -112,7 +119,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
   const int64_t k_begin = t0 * kTileK, k_end = t1 * kTileK < a.k ? t1 * kTileK : a.k;
   const int x_pitch = sp.max_tiles * (kTileK / 8);  // 16-byte pieces per x row
   uint4* xs = reinterpret_cast<uint4*>(smem);
-  T* ss = reinterpret_cast<T*>(smem + size_t(kXRows) * x_pitch * 16);
+  float* xsum = reinterpret_cast<float*>(smem + size_t(kXRows) * x_pitch * 16);  // [kXRows, max_tiles]
+  T* ss = reinterpret_cast<T*>(xsum + kXRows * sp.max_tiles);
   uint8_t* zs = reinterpret_cast<uint8_t*>(ss + kBlockRows * sp.groups_cap);
 
   // This warp's weight rows n0 + g and n0 + g + 8 (clamped to N - 1 past the end: computed,
@@ -187,11 +195,35 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
   }
   ptx::cp_async_wait<0>();
   __syncthreads();
+  // Each x piece in place into the order the B fragments take — (x0, x4), (x1, x5), (x2, x6),
+  // (x3, x7): registers b0, b1 of step 0, then of step 1 — and each row's sum over each k-tile
+  // (the folded zero points' correction). One thread per (row, k-tile).
+  for (int i = threadIdx.x; i < x_rows * tiles; i += kThreads) {
+    const int m = i / tiles, tile = i % tiles;
+    float sum = 0.f;
+#pragma unroll 4
+    for (int p = tile * (kTileK / 8); p < (tile + 1) * (kTileK / 8); ++p) {
+      uint4& piece = xs[m * x_pitch + x_piece<kTiled>(m, p)];
+      const uint4 v = piece;
+      piece = make_uint4(prmt(v.x, v.z, 0x5410u), prmt(v.x, v.z, 0x7632u), prmt(v.y, v.w, 0x5410u),
+                         prmt(v.y, v.w, 0x7632u));
+      if constexpr (kFold) {
+        const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const float2 f = to_float2<T>(u[c]);
+          sum += f.x + f.y;
+        }
+      }
+    }
+    if constexpr (kFold) xsum[m * sp.max_tiles + tile] = sum;
+  }
+  __syncthreads();
 
   // (zz, ss) of row h's group containing k (a k of this block's range).
   auto params = [&](int h, int64_t k) {
     k = k < a.k ? k : a.k - 1;  // a lane whose words lie past K (zero weights, zero x): any group
-    const int gi = static_cast<int>(k / a.group - g_begin);
+    const int gi = static_cast<int>(uint32_t(k) / uint32_t(a.group) - uint32_t(g_begin));  // K < 2^31
     const int r = warp * 16 + g + 8 * h;
     const uint32_t z = zs[r * sp.groups_cap + gi];
     const T s = ss[r * sp.groups_cap + gi];
@@ -211,17 +243,27 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
 
+  // Without folding: each word dequantised to (q - z) s in x's dtype, multiplied into acc.
+  // Folded (one group per k-tile): the mma takes the biased values 128 + q (1024 + q for f16)
+  // straight from the lop3, into a fresh tile sum; then, per row of W and of x,
+  //   acc += s (tile - (128 + z) sum_k x)    in f32,
+  // which is sum_k (q - z) s x with the scale applied in f32, at a third of the instructions.
   auto multiply_tile = [&](int i, const uint4 (&qt)[2]) {
     const int64_t kt_base = (t0 + i) * kTileK;
     w4a16::GroupParams<T> gp[2];
-    if (!word_groups) {
+    if (!kFold && !word_groups) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) gp[h] = params(h, kTiled ? kt_base : kt_base + 32 * t);
     }
+    float tile[kFold ? kMT : 1][4];  // the folded path's per-tile sums
+#pragma unroll
+    for (int j = 0; j < (kFold ? kMT : 1); ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tile[j][e] = 0.f;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int koff = kTiled ? 32 * r + 8 * t : 32 * t + 8 * r;
-      if (word_groups) {
+      if (!kFold && word_groups) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) gp[h] = params(h, kt_base + koff);
       }
@@ -229,7 +271,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t word = r == 0 ? qt[h].x : r == 1 ? qt[h].y : r == 2 ? qt[h].z : qt[h].w;
-        w4a16::dequant_word<T>(word, gp[h], w[h]);
+        if constexpr (kFold) {
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj)
+            w[h][jj] = w4a16::as_t2<T>(w4a16::lop3_and_or(word >> (4 * jj), 0x000F000Fu, w4a16::Half2<T>::kMagic));
+        } else {
+          w4a16::dequant_word<T>(word, gp[h], w[h]);
+        }
       }
       const int p = i * (kTileK / 8) + koff / 8;  // x piece of this word
 #pragma unroll
@@ -237,14 +285,34 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
         const int m = 8 * j + g;
         const uint4 xv = m < a.m ? xs[m * x_pitch + x_piece<kTiled>(m, p)] : make_uint4(0, 0, 0, 0);
 #pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          const uint32_t af[4] = {w4a16::as_u32<T>(w[0][2 * s]), w4a16::as_u32<T>(w[1][2 * s]),
-                                  w4a16::as_u32<T>(w[0][2 * s + 1]), w4a16::as_u32<T>(w[1][2 * s + 1])};
-          const uint32_t lo = s == 0 ? xv.x : xv.y, hi = s == 0 ? xv.z : xv.w;
-          const uint32_t bf[2] = {prmt(lo, hi, 0x5410u), prmt(lo, hi, 0x7632u)};
-          ptx::mma_m16n8k16<T>(acc[j], af, bf);
+        for (int st = 0; st < 2; ++st) {
+          const uint32_t af[4] = {w4a16::as_u32<T>(w[0][2 * st]), w4a16::as_u32<T>(w[1][2 * st]),
+                                  w4a16::as_u32<T>(w[0][2 * st + 1]), w4a16::as_u32<T>(w[1][2 * st + 1])};
+          const uint32_t bf[2] = {st == 0 ? xv.x : xv.z, st == 0 ? xv.y : xv.w};
+          if constexpr (kFold) ptx::mma_m16n8k16<T>(tile[j], af, bf);
+          else ptx::mma_m16n8k16<T>(acc[j], af, bf);
         }
       }
+    }
+    if constexpr (kFold) {
+      const int gi = static_cast<int>(uint32_t(kt_base) / uint32_t(a.group) - uint32_t(g_begin));
+      constexpr float kBias = std::is_same_v<T, __nv_bfloat16> ? 128.f : 1024.f;
+      float sc[2], zb[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp * 16 + g + 8 * h;
+        sc[h] = static_cast<float>(ss[row * sp.groups_cap + gi]);
+        zb[h] = kBias + static_cast<float>(zs[row * sp.groups_cap + gi]);
+      }
+#pragma unroll
+      for (int j = 0; j < kMT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int m = 8 * j + 2 * t + e;
+          const float xk = m < a.m ? xsum[m * sp.max_tiles + i] : 0.f;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) acc[j][2 * h + e] = fmaf(sc[h], fmaf(-zb[h], xk, tile[j][2 * h + e]), acc[j][2 * h + e]);
+        }
     }
   };
 
@@ -321,10 +389,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
   }
 }
 
-template <class T, bool kTiled, int kMT>
+template <class T, bool kTiled, int kMT, bool kFold>
 void launch_config(const W4A16Args& a, cudaStream_t stream) {
-  auto kernel = gemm_w4a16_v04_kernel<T, kTiled, kMT>;
-  constexpr int kInFlight = Cfg<kMT>::kInFlight, kMaxTiles = Cfg<kMT>::kMaxTiles;
+  auto kernel = gemm_w4a16_v04_kernel<T, kTiled, kMT, kFold>;
+  constexpr int kInFlight = Cfg<kMT, kFold>::kInFlight, kMaxTiles = Cfg<kMT, kFold>::kMaxTiles;
   Split sp;
   sp.ktiles = ceil_div(a.k, kTileK);
   const int64_t nblocks = ceil_div(a.n, kBlockRows);
@@ -355,18 +423,28 @@ void launch_config(const W4A16Args& a, cudaStream_t stream) {
 void gemm_w4a16_v04_launch(const W4A16Args& a, cudaStream_t stream) {
   w4a16::dispatch_dtype(a.dtype, "gemm_w4a16/v04_decode_mma_splitk", [&](auto tag) {
     using T = decltype(tag);
-    auto by_width = [&](auto tiled) {
-      constexpr bool kTiled = decltype(tiled)::value;
-      if (a.m <= 8) launch_config<T, kTiled, 1>(a, stream);
-      else if (a.m <= 16) launch_config<T, kTiled, 2>(a, stream);
-      else launch_config<T, kTiled, 4>(a, stream);
+    // Folding needs one group per k-tile: groups a multiple of 128 long, or one group per row.
+    const bool fold = a.group % kTileK == 0 || a.groups == 1;
+    auto by_width = [&](auto tiled, auto folded) {
+      constexpr bool kTiled = decltype(tiled)::value, kFold = decltype(folded)::value;
+      if (a.m <= 8) launch_config<T, kTiled, 1, kFold>(a, stream);
+      else if (a.m <= 16) launch_config<T, kTiled, 2, kFold>(a, stream);
+      else if constexpr (!kTiled || kFold) launch_config<T, kTiled, 4, kFold>(a, stream);  // supports(): M <= 16 else
     };
-    if (a.layout == W4A16Layout::kTiled) by_width(std::true_type{});
-    else by_width(std::false_type{});
+    if (a.layout == W4A16Layout::kTiled) {
+      if (fold) by_width(std::true_type{}, std::true_type{});
+      else by_width(std::true_type{}, std::false_type{});
+    } else {
+      if (fold) by_width(std::false_type{}, std::true_type{});
+      else by_width(std::false_type{}, std::false_type{});
+    }
   });
 }
 
 std::string gemm_w4a16_v04_supports(const W4A16Problem& p) {
+  if (p.tiled() && p.group % kTileK != 0 && p.groups() > 1 && p.m > 16)
+    return detail::cat("the tiled layout with groups shorter than a k-tile (", p.group,
+                       ") takes up to 16 rows of x (four would not fit the registers), got M=", p.m);
   if (p.m > kMaxM) return detail::cat("the decode kernel multiplies up to ", kMaxM, " rows of x (four 8-column mma tiles), got M=", p.m);
   if (p.x_row_align() < 16)
     return detail::cat("x is staged with 16-byte cp.async: every operand and x's rows must be 16-byte aligned, got ",
@@ -375,6 +453,7 @@ std::string gemm_w4a16_v04_supports(const W4A16Problem& p) {
     return detail::cat("the rows layout is read in 16-byte chunks: K must be a multiple of 32 and qweight 16-byte aligned, got K=",
                        p.k, " and ", p.align_bytes, "-byte alignment");
   if (ceil_div(p.n, kBlockRows) > 0x7FFFFFFF) return "grid.x (N / 128) is limited to 2^31 - 1";
+  if (p.k >= (int64_t(1) << 31)) return detail::cat("k is indexed in 32 bits: K < 2^31, got K=", p.k);
   return "";
 }
 
