@@ -51,12 +51,14 @@ constexpr int kBlockRows = 16 * kWarps;  // weight rows per block: 16 per warp
 constexpr int kTileK = 128;              // k per k-tile
 constexpr int kMaxM = 32;
 
-// Per width of x (kMT 8-column mma tiles): k-tiles per warp in flight (registers: 8 per tile,
-// beside 4 kMT accumulators, within the 128 the launch bounds allow) and k-tiles per block at
-// most (x's slice in shared memory: 8 kMT rows x 128 kMaxTiles x 2 bytes = 32 or 64 KB).
+// Per width of x (kMT 8-column mma tiles): resident blocks per SM (the launch bounds cap the
+// registers at 65536 / (256 kBlocksPerSm): 85 or 128), k-tiles per warp in flight (8 registers
+// each, beside 4 kMT accumulators) and k-tiles per block at most (x's slice in shared memory:
+// 8 kMT rows x 128 kMaxTiles x 2 bytes = 32 or 64 KB).
 template <int kMT, bool kFold = true>
 struct Cfg {
-  static constexpr int kInFlight = kMT <= 2 ? 6 : kFold ? 3 : 2;
+  static constexpr int kBlocksPerSm = 2;
+  static constexpr int kInFlight = kMT == 1 ? 6 : kMT == 2 ? (kFold ? 6 : 4) : kFold ? 3 : 2;
   static constexpr int kMaxTiles = kMT <= 2 ? 16 : 8;
 };
 
@@ -71,18 +73,19 @@ struct Split {
 };
 
 // Shared-memory bytes of one block: x (8, 16 or 32 rows of max_tiles k-tiles), its per-tile row
-// sums (f32), then each of the
-// block's 128 rows' scales (T) and zero points (one byte each) for groups_cap groups.
+// sums (f32), then each of the block's 128 rows' scales (T) and zero points (one byte each) for
+// groups_cap groups.
 constexpr size_t smem_bytes(int x_rows, int max_tiles, int groups_cap) {
   return size_t(x_rows) * max_tiles * (kTileK * 2 + 4) + size_t(kBlockRows) * groups_cap * 3;
 }
-// Resident blocks per SM: __launch_bounds__(kThreads, 2) holds the registers to 128 per thread,
-// and the largest shared-memory footprint (16 rows of x and 16 k-tiles, or 32 and 8, with groups
-// of 32) fits twice.
-constexpr int kBlocksPerSm = 2;
-constexpr size_t kMaxSmem = std::max(smem_bytes(16, Cfg<2>::kMaxTiles, Cfg<2>::kMaxTiles * kTileK / 32 + 1),
-                                      smem_bytes(32, Cfg<4>::kMaxTiles, Cfg<4>::kMaxTiles * kTileK / 32 + 1));
-static_assert(kBlocksPerSm * (kMaxSmem + 1024) <= 228 * 1024, "two blocks per SM at the largest footprint");
+// The largest shared-memory footprints (groups of 32) fit kBlocksPerSm times on an SM.
+template <int kMT>
+constexpr size_t max_smem() {
+  return smem_bytes(8 * kMT, Cfg<kMT>::kMaxTiles, Cfg<kMT>::kMaxTiles * kTileK / 32 + 1);
+}
+static_assert(Cfg<1>::kBlocksPerSm * (max_smem<1>() + 1024) <= 228 * 1024, "M <= 8: two blocks per SM");
+static_assert(Cfg<2>::kBlocksPerSm * (max_smem<2>() + 1024) <= 228 * 1024, "M <= 16: two blocks per SM");
+static_assert(Cfg<4>::kBlocksPerSm * (max_smem<4>() + 1024) <= 228 * 1024, "M <= 32: two blocks per SM");
 
 // The physical 16-byte piece of x row m's logical piece p (p counts 8-element pieces from the
 // block's first k). The pieces one quarter-warp reads at once are, for lanes (g, t) with g in
@@ -107,7 +110,7 @@ __device__ __forceinline__ float2 to_float2(uint32_t u) {
 }
 
 template <class T, bool kTiled, int kMT, bool kFold>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(W4A16Args a, Split sp) {
+__global__ void __launch_bounds__(kThreads, Cfg<kMT, kFold>::kBlocksPerSm) gemm_w4a16_v04_kernel(W4A16Args a, Split sp) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kXRows = 8 * kMT, kInFlight = Cfg<kMT, kFold>::kInFlight;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -166,31 +169,22 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
     ptx::cp_async_16(xs + m * x_pitch + x_piece<kTiled>(m, p), in ? x + m * a.ld_x + k : x, in ? 16 : 0);
   }
   ptx::cp_async_commit();
-  // ... and the scales and zero points of the groups [g_begin, g_end) the k range touches:
-  // eight loads per thread issued back to back, then stored (one memory round trip per eight).
+  // ... and the scales and zero points of the groups [g_begin, g_end) the k range touches: two
+  // threads per weight row, each taking every other group (loads unrolled four deep).
+  static_assert(kThreads == 2 * kBlockRows, "two threads per row of the block");
   const int64_t g_begin = k_begin / a.group, g_end = (k_end - 1) / a.group + 1;
   const int ng = static_cast<int>(g_end - g_begin);
-  const T* scales = static_cast<const T*>(a.scales);
-  for (int base = threadIdx.x; base < kBlockRows * ng; base += 8 * kThreads) {
-    T sv[8];
-    uint32_t zv[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int i = base + j * kThreads;
-      if (i < kBlockRows * ng) {
-        const int r = i / ng;
-        const int64_t n = nb * kBlockRows + r < a.n ? nb * kBlockRows + r : a.n - 1, grp = g_begin + i % ng;
-        sv[j] = scales[n * a.groups + grp];
-        zv[j] = a.zeros ? static_cast<uint32_t>(__ldg(a.zeros + n * a.zero_words + grp / 8)) >> (4 * (grp % 8)) : 8u;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int i = base + j * kThreads;
-      if (i < kBlockRows * ng) {
-        ss[(i / ng) * sp.groups_cap + i % ng] = sv[j];
-        zs[(i / ng) * sp.groups_cap + i % ng] = static_cast<uint8_t>(zv[j] & 0xFu);
-      }
+  {
+    const int r = threadIdx.x % kBlockRows;
+    const int64_t n = nb * kBlockRows + r < a.n ? nb * kBlockRows + r : a.n - 1;
+    const T* srow = static_cast<const T*>(a.scales) + n * a.groups + g_begin;
+    const int32_t* zrow = a.zeros ? a.zeros + n * a.zero_words : nullptr;
+#pragma unroll 4
+    for (int gi = threadIdx.x / kBlockRows; gi < ng; gi += 2) {
+      ss[r * sp.groups_cap + gi] = srow[gi];
+      const int64_t grp = g_begin + gi;
+      zs[r * sp.groups_cap + gi] =
+          zrow ? static_cast<uint8_t>((static_cast<uint32_t>(__ldg(zrow + grp / 8)) >> (4 * (grp % 8))) & 0xFu) : uint8_t(8);
     }
   }
   ptx::cp_async_wait<0>();
@@ -248,6 +242,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
   // straight from the lop3, into a fresh tile sum; then, per row of W and of x,
   //   acc += s (tile - (128 + z) sum_k x)    in f32,
   // which is sum_k (q - z) s x with the scale applied in f32, at a third of the instructions.
+  int fold_gi = 0;                                  // the folded path's group of the current k-tile
+  int64_t next_group_k = (g_begin + 1) * a.group;  // and where the next group starts
   auto multiply_tile = [&](int i, const uint4 (&qt)[2]) {
     const int64_t kt_base = (t0 + i) * kTileK;
     w4a16::GroupParams<T> gp[2];
@@ -295,7 +291,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemm_w4a16_v04_kernel(
       }
     }
     if constexpr (kFold) {
-      const int gi = static_cast<int>(uint32_t(kt_base) / uint32_t(a.group) - uint32_t(g_begin));
+      if (kt_base >= next_group_k) {  // groups are at least one k-tile long: at most one step
+        ++fold_gi;
+        next_group_k += a.group;
+      }
+      const int gi = fold_gi;
       constexpr float kBias = std::is_same_v<T, __nv_bfloat16> ? 128.f : 1024.f;
       float sc[2], zb[2];
 #pragma unroll
@@ -401,7 +401,7 @@ void launch_config(const W4A16Args& a, cudaStream_t stream) {
   };
   // Splits: fill the resident block slots once, keep kInFlight k-tiles per warp where K allows,
   // and no more than kMaxTiles per split.
-  const int64_t slots = int64_t(device_info().sm_count) * kBlocksPerSm;
+  const int64_t slots = int64_t(device_info().sm_count) * Cfg<kMT, kFold>::kBlocksPerSm;
   int64_t splits = std::max<int64_t>(1, std::min<int64_t>(slots / nblocks, sp.ktiles / kInFlight));
   splits = std::max<int64_t>(splits, ceil_div(sp.ktiles, kMaxTiles));
   sp.splits = static_cast<int>(splits);
