@@ -257,15 +257,18 @@ TEST(W4A16Dispatch, RoutesAndHonestSupports) {
   auto& reg = hk::Registry::get();
   using L = W4A16Layout;
   auto pick = [&](const hk::W4A16Problem& p) { return reg.choose(p).variant->name(); };
-  // M <= 32: the tensor-core decode kernel with K split over blocks, in both layouts
-  EXPECT_EQ(pick(hk::W4A16Problem(1, 4096, 4096, 128, DType::kBF16, false)), "v04_decode_mma_splitk");
+  // M = 1 in the rows layout: the GEMV kernel; otherwise up to 32 rows, the split-K decode kernel
+  EXPECT_EQ(pick(hk::W4A16Problem(1, 4096, 4096, 128, DType::kBF16, false)), "v02_decode_gemv");
+  EXPECT_EQ(pick(hk::W4A16Problem(1, 4096, 4096, 128, DType::kBF16, false, L::kTiled)), "v04_decode_mma_splitk");
   EXPECT_EQ(pick(hk::W4A16Problem(4, 8192, 8192, 128, DType::kBF16, false, L::kTiled)), "v04_decode_mma_splitk");
   EXPECT_EQ(pick(hk::W4A16Problem(5, 4096, 4096, 128, DType::kF16, true)), "v04_decode_mma_splitk");
   EXPECT_EQ(pick(hk::W4A16Problem(16, 8192, 8192, 128, DType::kBF16, false)), "v04_decode_mma_splitk");
   EXPECT_EQ(pick(hk::W4A16Problem(32, 8192, 8192, 128, DType::kBF16, false)), "v04_decode_mma_splitk");
-  // past 32 rows of x: the tiled tensor-core GEMM
-  EXPECT_EQ(pick(hk::W4A16Problem(33, 8192, 8192, 128, DType::kBF16, false)), "v03_mma_dequant");
-  EXPECT_EQ(pick(hk::W4A16Problem(4096, 4096, 4096, 128, DType::kBF16, false, L::kTiled)), "v03_mma_dequant");
+  // the tiled layout with groups of 64 and more than 16 rows: v04 declines, v03 takes it
+  EXPECT_EQ(pick(hk::W4A16Problem(24, 1024, 1024, 64, DType::kBF16, false, L::kTiled)), "v03_mma_dequant");
+  // past 32 rows of x: one dequantisation pass, then cuBLAS
+  EXPECT_EQ(pick(hk::W4A16Problem(33, 8192, 8192, 128, DType::kBF16, false)), "baseline_cublas_dequant");
+  EXPECT_EQ(pick(hk::W4A16Problem(4096, 4096, 4096, 128, DType::kBF16, false, L::kTiled)), "baseline_cublas_dequant");
   EXPECT_NE(reg.variant("gemm_w4a16", "v04_decode_mma_splitk")->supports(hk::W4A16Problem(33, 64, 256, 128, DType::kBF16, false)), "");
   // rows layout with K not a multiple of 32 (g = K = 200): cuBLAS after a dequantisation pass
   EXPECT_EQ(pick(hk::W4A16Problem(1, 64, 200, 200, DType::kBF16, false)), "baseline_cublas_dequant");

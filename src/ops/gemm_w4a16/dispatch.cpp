@@ -1,32 +1,40 @@
 // gemm_w4a16/dispatch.cpp — which gemm_w4a16 rung serves a public call (hk::gemm_w4a16,
 // hk.matmul_w4a16).
 //
-//   problem                                        rung                       why
-//   M <= 4, 16-byte aligned (rows: K % 32 == 0)    v02_decode_gemv            reads W once at full width: 2.6x cuBLAS at M = 1
-//   M > 4, 16-byte aligned (rows: K % 32 == 0)     v03_mma_dequant            tensor cores, W dequantised in registers: 1.63x at M = 16
-//   anything else                                  baseline_cublas_dequant    any alignment and K: dequantise, then cuBLAS
+//   problem                                         rung                       why
+//   M = 1, rows layout (K % 32 == 0, aligned)       v02_decode_gemv            one weight row per warp, no mma or staging: the least fixed cost
+//   M <= 32, 16-byte aligned (rows: K % 32 == 0)    v04_decode_mma_splitk      tensor cores, K split over blocks: every SM streams weights
+//   anything else (M > 32, odd alignment or K)      baseline_cublas_dequant    one dequantisation pass, then cuBLAS: faster than v03 past M = 32
 //
-// H200, 2026-12-02, bf16, g = 128: v02 11.1 us at 1x4096x4096 (dequantise + cuBLAS 28.5); v03
-// 59.0 us at 16x8192x8192 (v02 176, dequantise + cuBLAS 96.2). The M <= 4 boundary is
-// arithmetic (the points between are not measured yet): v02 spends 2 M f32 flops per weight, half
-// a byte, so at the H200's copy bandwidth (4.2 TB/s) it needs 16.8 M TFLOP/s of FMAs, which the
-// f32 peak (about 67 TFLOP/s) covers up to M = 4. Past that v03's tensor cores carry the flops
-// and v02 (which runs M <= 16) stays on the ladder for those shapes. v01_naive is ladder-only.
+// H200, 2026-12-02, bf16, g = 128, `hk bench gemm_w4a16` (docs/results/bench-gemm_w4a16.json):
+//   M = 1:  v02 24.5 us at 8192x8192 (v04 32.6, dequantise + cuBLAS 96.1), 12.0 at 4096x4096
+//           (v04 18.0), 22.9 at 14336x4096 (v04 30.2); in the tiled layout v02 reads 8-row
+//           tiles a warp at a time and v04 wins (26.9 against 46.6 at 8192x8192).
+//   M = 4:  v04 34.5 us at 8192x8192 (v02 45.1, v03 59.1); M = 16: v04 45.2 (v03 59.1, v02
+//           172), 38.7 at 4096x14336 (v03 98.0); M = 32: v04 69.6, v03 70.0.
+//   M = 48: dequantise + cuBLAS 96.3 us (v03 134.4); at M = 4096 (Python, hk.matmul_w4a16 on
+//           v03: 2982 us against 669 for the bf16 GEMM) the dequantisation pass (~50 us) is
+//           small next to the GEMM, which cuBLAS runs at full rate.
+// v03 stays production as the fallback where v04 declines (the tiled layout with groups
+// shorter than 128 at 16 < M <= 32). v01_naive is ladder-only.
 #include "gemm_w4a16/gemm_w4a16_op.hpp"
 
 namespace hk {
 namespace {
 
 std::vector<Route> gemm_w4a16_dispatch(const W4A16Problem& p) {
-  const Route decode{"v02_decode_gemv", "M <= 4: the weights streamed once with 16-byte loads and dequantised in "
-                                        "registers: 11.1 us at 1x4096x4096, 2.6x dequantise + cuBLAS (H200, 2026-12-02)"};
-  const Route mma{"v03_mma_dequant", "tensor cores with W dequantised into the B fragment, cp.async ring: 59.0 us at "
-                                     "16x8192x8192, 1.63x dequantise + cuBLAS (H200, 2026-12-02)"};
-  const Route cublas{"baseline_cublas_dequant", "any alignment and K: W dequantised into scratch, then cuBLAS"};
-  const Route decode_mma{"v04_decode_mma_splitk", "M <= 32: W as the mma's A operand, K split over blocks so the "
-                                                  "weight stream fills every SM"};
-  if (p.m <= 32) return {decode_mma, mma, cublas};
-  return {mma, cublas};
+  const Route gemv{"v02_decode_gemv", "M = 1, rows layout: one weight row per warp with 16-byte loads, no staging: "
+                                      "24.5 us at 1x8192x8192 against 32.6 for v04 (H200, 2026-12-02)"};
+  const Route decode{"v04_decode_mma_splitk", "M <= 32: W as the mma's A operand, K split over blocks so the weight "
+                                              "stream fills every SM: 45.2 us at 16x8192x8192, v03 59.1 (H200, "
+                                              "2026-12-02)"};
+  const Route mma{"v03_mma_dequant", "tensor cores with W dequantised into the B fragment (where v04 declines)"};
+  const Route cublas{"baseline_cublas_dequant", "M > 32, or any alignment and K: W dequantised into scratch, then "
+                                                "cuBLAS: 96.3 us at 48x8192x8192 against 134.4 for v03 (H200, "
+                                                "2026-12-02)"};
+  if (p.m == 1 && !p.tiled()) return {gemv, decode, mma, cublas};
+  if (p.m <= 32) return {decode, mma, cublas};
+  return {cublas};
 }
 
 }  // namespace
