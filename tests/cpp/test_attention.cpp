@@ -321,13 +321,19 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   EXPECT_EQ(pick(256, false), "v05_wgmma_tma");    // the 256-column tile
   EXPECT_EQ(pick(200, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(201, false), "v08_padded_pack");
-  EXPECT_EQ(pick(256, true), "v02_online_softmax");  // v04, the thd backward, stops at 128
+  // above D = 96 the thd backward runs v07 on per-sequence front-padded copies
+  EXPECT_EQ(pick(256, true), "v08_padded_pack");
   EXPECT_EQ(pick(64, true), "v04_fa2_backward");  // v07 takes no thd
   EXPECT_EQ(pick(96, true), "v04_fa2_backward");  // v04 takes D = 96 as it is: nothing to pack
   EXPECT_EQ(pick(80, true), "v08_padded_pack");   // padded to 96 for v04
   EXPECT_EQ(pick(40, true), "v08_padded_pack");   // padded to 64 for v04
-  EXPECT_EQ(pick(128, true), "v02_online_softmax");  // v04's thd D = 128 would spill
-  EXPECT_EQ(pick(112, true), "v02_online_softmax");  // nor padded to 128
+  EXPECT_EQ(pick(128, true), "v08_padded_pack");  // v04's thd D = 128 would spill: v07 on padded copies
+  EXPECT_EQ(pick(112, true), "v08_padded_pack");
+  // one long sequence among many short ones: the padded copies would be > 4x the tokens
+  std::vector<int64_t> lens(64, 16);
+  lens[0] = 8192;
+  AttentionProblem skew = AttentionProblem::varlen(lens, lens, 4, 4, 128, DType::kBF16, true);
+  EXPECT_EQ(reg.pick(skew).name(), "v02_online_softmax");
   AttentionProblem p = AttentionProblem::varlen({100}, {100}, 2, 2, 64, DType::kBF16);
   EXPECT_NE(reg.variant("attention", "v01_materialized")->supports(p), "");
   EXPECT_NE(reg.variant("attention", "v06_pingpong_overlap")->supports(p), "");
