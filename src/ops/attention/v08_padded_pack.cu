@@ -148,7 +148,10 @@ __global__ void __launch_bounds__(kThreads) zero_rows_kernel(uint16_t* __restric
 }
 
 // thd lse [Hq, total_q] as [nseq, Hq, M] for the front-padded copies; padding rows get +inf, so
-// their probabilities exp(s - lse) are 0 (their q and dout rows are zero as well).
+// their probabilities exp(s - lse) are 0 (their q and dout rows are zero as well). So do rows the
+// mask leaves without keys (lse -inf: o and the gradients 0): in the copies they see the zero
+// padding keys, and -inf would turn those into infinite probabilities. Rows with keys may see
+// padding keys too; those have k = v = 0, so they add nothing to dq, and their dk, dv are dropped.
 __global__ void __launch_bounds__(kThreads)
     seq_lse_kernel(const float* __restrict__ lse, SeqRows rows, float* __restrict__ out) {
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
@@ -158,7 +161,8 @@ __global__ void __launch_bounds__(kThreads)
   int64_t len = attn_span(rows.cu, b, rows.total, first);
   len = len < rows.M ? len : rows.M;
   const int64_t pad = rows.M - len;
-  out[i] = s < pad ? INFINITY : lse[h * rows.total + first + s - pad];
+  const float l = s < pad ? INFINITY : lse[h * rows.total + first + s - pad];
+  out[i] = l == -INFINITY ? INFINITY : l;
 }
 
 unsigned blocks_for(int64_t threads) { return static_cast<unsigned>(ceil_div(threads, kThreads)); }
