@@ -7,17 +7,18 @@
 // rows and one mma covers up to 8 rows of x (four mmas up to 32): the f32 FMAs that bound v02
 // past M = 1 move to the tensor cores, and no 16-row tile of x is wasted on M = 1 as in v03.
 // Each block (8 warps, 128 weight rows) takes an even share of the k-tiles (128 k each); the
-// split count fills the resident block slots once. Each warp keeps 4 k-tiles of its rows in
-// flight (4 KB per warp, 16-byte evict-first loads) and issues the next tile's load into a
-// register slot as soon as that slot's tile is multiplied.
+// split count fills the resident block slots once (two blocks per SM). Each warp keeps up to 6
+// k-tiles of its rows in flight (Cfg: 1 KB each, 16-byte evict-first loads into registers) and
+// issues the next tile's load into a register slot as soon as that slot's tile is multiplied.
 //
 // Operand order without a shuffle: an m16n8k16 A fragment gives lane 4g + t the weights of rows
 // g and g + 8 at (logical) k = 2t, 2t+1 (registers a0, a1) and 2t+8, 2t+9 (a2, a3). K may be
 // summed in any order as long as x and W agree, so lane t's four k positions in step s are the
 // word's values (j, j + 4) and (j + 1, j + 5), j = 2 (s % 2), of the packed word s / 2 it holds:
 // dequant_word's pairs in order. The B fragment (x) gets the same permutation: lane 4g + t reads
-// the eight x values of that word (one 16-byte shared load of x row g) and builds b0, b1 with two
-// byte permutes. Which word a lane holds:
+// the eight x values of that word with one 16-byte shared load of x row g, which the block has
+// permuted in place into (x0, x4), (x1, x5), (x2, x6), (x3, x7): b0, b1 of both steps. Which word a
+// lane holds:
 //   rows layout:  lane t loads words 4t .. 4t+3 of each of its rows' k-tile (16 bytes, k = 32t ..
 //                 32t + 31), so its register r covers k = 32t + 8r;
 //   tiled layout: lane 4g + t loads its 16 bytes of the n-tile's 512-byte k-tile, whose word r
@@ -26,6 +27,14 @@
 // x is staged once per block in shared memory (its k range; lanes of rows past M use zeros),
 // 16-byte pieces XOR-swizzled so that each quarter-warp's eight 16-byte loads hit distinct banks;
 // the block's scales and zero points are staged beside it.
+// Folded zero points (groups of 128 or more, or one per row): the mma takes the biased values
+// 128 + q (f16: 1024 + q) straight from the lop3 into a per-k-tile sum, and the tile's scale and
+// zero point are applied in f32 afterwards with the row sums of x: see multiply_tile.
+// NOTE: measured on the H200 (2026-12-02, ncu, 1 x 8192 x 8192): 26.7 us, DRAM 28% and SM 37% of
+// peak, 3.5 warps and 0.4 issued instructions per cycle per scheduler, a warp waiting ~2.5
+// cycles per instruction on the weight loads and ~1.7 on the mma chain: latency-bound with too
+// few warps (118-128 registers). Folding and fewer setup instructions did not move the time;
+// three blocks per SM (80 registers) spills.
 //
 // Split-K without atomics: with S > 1 splits each block writes its f32 partial [M, 128] into a
 // scratch [S, M, N]; the last block of an n-block to arrive (a per-n-block ticket in the
@@ -328,9 +337,8 @@ __global__ void __launch_bounds__(kThreads, Cfg<kMT, kFold>::kBlocksPerSm) gemm_
     }
   }
 
-  // acc[j][2h + e]: weight row n0 + g + 8h, x row 8j + 2t + e.
-  T* y = static_cast<T*>(a.y);
-  if (sp.splits == 1) {
+  // acc[j][2h + e]: weight row n0 + g + 8h, x row 8j + 2t + e; store(m, n, value) for those in y.
+  auto each_output = [&](auto&& store) {
 #pragma unroll
     for (int j = 0; j < kMT; ++j)
 #pragma unroll
@@ -338,20 +346,16 @@ __global__ void __launch_bounds__(kThreads, Cfg<kMT, kFold>::kBlocksPerSm) gemm_
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int64_t m = 8 * j + 2 * t + e, n = n0 + g + 8 * h;
-          if (m < a.m && n < a.n) y[m * a.ld_y + n] = static_cast<T>(acc[j][2 * h + e]);
+          if (m < a.m && n < a.n) store(m, n, acc[j][2 * h + e]);
         }
+  };
+  T* y = static_cast<T*>(a.y);
+  if (sp.splits == 1) {
+    each_output([&](int64_t m, int64_t n, float v) { y[m * a.ld_y + n] = static_cast<T>(v); });
     return;
   }
   float* part = sp.partials + int64_t(split) * a.m * a.n;
-#pragma unroll
-  for (int j = 0; j < kMT; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t m = 8 * j + 2 * t + e, n = n0 + g + 8 * h;
-        if (m < a.m && n < a.n) __stcg(part + m * a.n + n, acc[j][2 * h + e]);
-      }
+  each_output([&](int64_t m, int64_t n, float v) { __stcg(part + m * a.n + n, v); });
   __shared__ bool last;
   __threadfence();  // this block's partial is visible before its ticket
   __syncthreads();
