@@ -33,8 +33,8 @@ from .conv import conv2d, conv2d_single_channel
 from .fp8 import matmul_fp8, quantize_fp8
 from .ops import (add_scalar, gelu, gelu_backward, linear, matmul, outer_add, outer_mul_relu, rms_norm,
                   row_scale_relu, row_sum, softmax, weighted_sum)
-from .w4a16 import (matmul_w4a16, w4a16_from_awq, w4a16_from_gptq, w4a16_pack, w4a16_pack_zeros, w4a16_quantize,
-                    w4a16_repack, w4a16_unpack, w4a16_unpack_zeros, w4a16_unrepack)
+from .w4a16 import (int4_matmul, matmul_w4a16, quantize_int4, w4a16_from_awq, w4a16_from_gptq, w4a16_pack,
+                    w4a16_pack_zeros, w4a16_quantize, w4a16_repack, w4a16_unpack, w4a16_unpack_zeros, w4a16_unrepack)
 
 if _torch is not None:
     from . import nn
@@ -47,4 +47,5 @@ __all__ = [
     "scaled_dot_product_attention", "softmax", "supports", "swiglu", "swiglu_backward", "variants",
     "weighted_sum", "matmul_fp8", "quantize_fp8", "matmul_w4a16", "w4a16_from_awq", "w4a16_from_gptq", "w4a16_pack",
     "w4a16_pack_zeros", "w4a16_quantize", "w4a16_repack", "w4a16_unpack", "w4a16_unpack_zeros", "w4a16_unrepack",
+    "quantize_int4", "int4_matmul",
 ]

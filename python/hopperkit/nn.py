@@ -10,6 +10,7 @@ import numbers
 import torch
 
 from . import block_ops, ops
+from .w4a16 import int4_matmul, quantize_int4
 
 
 class GELU(torch.nn.Module):
@@ -85,6 +86,53 @@ class Linear(torch.nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return ops.linear(x, self.weight, self.bias)
+
+
+class Int4Linear(torch.nn.Module):
+    """``y = x dequant(W)^T + b`` with a 4-bit weight: ``hk.int4_matmul`` on buffers ``qweight``
+    (int32 ``[out, in / 8]``), ``scales`` (``[out, in / group_size]``, the activations' dtype) and
+    ``zeros`` (packed, or None when symmetric), plus an optional ``bias``. ``from_linear`` quantises
+    a ``torch.nn.Linear`` (round to nearest on GPTQ's grid, ``hk.quantize_int4``); the module then
+    takes bf16 or f16 inputs of the weight's dtype. Inference only: no gradients."""
+
+    def __init__(self, in_features: int, out_features: int, group_size: int = 128, symmetric: bool = False,
+                 bias: bool = True, device=None, dtype=torch.bfloat16) -> None:
+        super().__init__()
+        if in_features % 8:
+            raise ValueError(f"Int4Linear: in_features must be a multiple of 8 (eight weights per int32), got {in_features}")
+        g = in_features if group_size in (None, -1) else int(group_size)
+        if in_features % g:
+            raise ValueError(f"Int4Linear: group_size {g} does not divide in_features {in_features}")
+        self.in_features, self.out_features, self.group_size, self.symmetric = in_features, out_features, g, symmetric
+        groups = in_features // g
+        self.register_buffer("qweight", torch.zeros(out_features, in_features // 8, dtype=torch.int32, device=device))
+        self.register_buffer("scales", torch.ones(out_features, groups, dtype=dtype, device=device))
+        self.register_buffer("zeros", None if symmetric else
+                             torch.zeros(out_features, (groups + 7) // 8, dtype=torch.int32, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128, symmetric: bool = False) -> "Int4Linear":
+        """A quantised copy of ``linear`` on its device, in its dtype (bf16 or f16; others keep bf16)."""
+        w = linear.weight.detach()
+        dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+        m = cls(linear.in_features, linear.out_features, group_size, symmetric, linear.bias is not None, w.device, dtype)
+        qweight, scales, zeros = quantize_int4(w.to(dtype), m.group_size, symmetric)
+        m.qweight.copy_(qweight)
+        m.scales.copy_(scales)
+        if zeros is not None:
+            m.zeros.copy_(zeros)
+        if linear.bias is not None:
+            m.bias.copy_(linear.bias.detach().to(dtype))
+        return m
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = int4_matmul(x, self.qweight, self.scales, self.zeros)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, "
+                f"symmetric={self.symmetric}, bias={self.bias is not None}")
 
 
 # ---- the decoder block and language model --------------------------------------------------------

@@ -47,14 +47,34 @@ def matmul_w4a16(x: Any, qweight: Any, scales: Any, zeros: Any = None, group_siz
     ``qweight``: int32 ``[N, K // 8]`` (``layout="rows"``, the interchange format) or the output
     of ``w4a16_repack`` (``layout="tiled"``). ``scales``: ``[N, K // group_size]`` in x's dtype.
     ``zeros``: int32 ``[N, ceil(G / 8)]`` packed zero points, or None for symmetric weights (zero
-    point 8). Math in f32 (the fused kernels round each dequantised weight to x's dtype first, as
-    a dequantise-then-GEMM would), one rounding of y. CUDA tensors run the dispatch's kernel on
-    the current stream; NumPy arrays (f16) and CPU tensors run the fp64 reference.
+    point 8). Math in f32, one rounding of y; the kernels round each dequantised weight to x's
+    dtype first, as a dequantise-then-GEMM would, except the split-K decode kernel (2-32 rows of
+    x) with groups of 128 or more, which applies the scale in f32. CUDA tensors run the dispatch's
+    kernel on the current stream; NumPy arrays (f16) and CPU tensors run the fp64 reference.
     """
     lead = tuple(x.shape[:-1])
     x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
     y = _matmul_w4a16(x2, qweight, scales, zeros, int(group_size), str(layout))
     return y if x.ndim == 2 else y.reshape(*lead, y.shape[-1])
+
+
+def quantize_int4(w: Any, group_size: int = 128, symmetric: bool = False) -> tuple:
+    """``(qweight, scales, zeros)`` of a weight ``w [N, K]`` (the ``[out, in]`` weight of a linear
+    layer) for ``int4_matmul``: ``w4a16_quantize`` with the scales in ``w``'s dtype (quantise the
+    bf16 or f16 weight the activations will meet). ``group_size`` a multiple of 32 dividing K, or
+    K; ``zeros`` None when ``symmetric``."""
+    return w4a16_quantize(w, group_size, symmetric)
+
+
+def int4_matmul(x: Any, qweight: Any, scales: Any, zeros: Any = None) -> Any:
+    """``x @ dequant(W).T`` for the interchange format that ``quantize_int4`` returns: the group size
+    is read from the shapes (``K = 8 * qweight.shape[1]``, ``g = K // scales.shape[1]``).
+    ``matmul_w4a16`` names it (and takes the tiled layout)."""
+    k = 8 * int(qweight.shape[-1])
+    groups = int(scales.shape[-1])
+    if groups <= 0 or k % groups:
+        raise ValueError(f"int4_matmul: scales has {groups} groups per row, which does not divide K = {k}")
+    return matmul_w4a16(x, qweight, scales, zeros, group_size=k // groups)
 
 
 # ---- array helpers: NumPy and torch alike --------------------------------------------------------

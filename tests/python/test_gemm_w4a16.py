@@ -236,3 +236,43 @@ def test_every_rung_and_compile(cuda):
     # the torch helpers run on the device and agree with the NumPy ones
     assert torch.equal(hk.w4a16_unpack(qweight).cpu(), torch.from_numpy(hk.w4a16_unpack(qweight.cpu().numpy())))
     assert torch.equal(hk.w4a16_repack(qweight).cpu(), torch.from_numpy(hk.w4a16_repack(qweight.cpu().numpy())))
+
+
+# ---- the int4 names: quantize_int4, int4_matmul, nn.Int4Linear ---------------------------------------
+
+def test_int4_names_match_matmul_w4a16(rng):
+    x, qweight, scales, zeros = problem_inputs(rng, 5, 40, 256, 64, False)
+    # the group size is read from the shapes
+    assert np.array_equal(hk.int4_matmul(x, qweight, scales, zeros),
+                          hk.matmul_w4a16(x, qweight, scales, zeros, group_size=64))
+    with pytest.raises(ValueError, match="does not divide K"):
+        hk.int4_matmul(x, qweight, scales[:, :3], zeros)
+    w = rng.standard_normal((40, 256)).astype(np.float32)
+    for symmetric in (False, True):
+        got, want = hk.quantize_int4(w, 64, symmetric), hk.w4a16_quantize(w, 64, symmetric)
+        assert all((a is None and b is None) or np.array_equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("rows", [1, 15])
+def test_int4_linear_from_linear(cuda, rows, symmetric):
+    import torch
+
+    torch.manual_seed(rows)
+    lin = torch.nn.Linear(256, 72, bias=True, dtype=torch.bfloat16, device=cuda)
+    m = hk.nn.Int4Linear.from_linear(lin, group_size=64, symmetric=symmetric)
+    assert m.qweight.shape == (72, 32) and m.scales.dtype == torch.bfloat16 and (m.zeros is None) == symmetric
+    assert set(m.state_dict()) == {"qweight", "scales", "bias"} | (set() if symmetric else {"zeros"})
+    deq = torch.from_numpy(dequant_np(m.qweight.cpu().numpy(), m.scales.float().cpu().numpy(),
+                                      None if m.zeros is None else m.zeros.cpu().numpy(), 64))
+    # round to nearest: each weight within one quantisation step of the layer's (a step at the
+    # clamped end of a group's range), plus the scale's rounding to bf16
+    step = m.scales.double().cpu().repeat_interleave(64, dim=1)
+    assert (deq - lin.weight.double().cpu()).abs().le(1.05 * step).all()
+    x = torch.randn(3, rows, 256, device=cuda, dtype=torch.bfloat16)
+    y = m(x)
+    assert y.shape == (3, rows, 72) and y.dtype == torch.bfloat16 and y.device == x.device
+    want = x.double().cpu() @ deq.T + lin.bias.double().cpu()
+    torch.testing.assert_close(y.double().cpu(), want, rtol=2.0**-7, atol=0.02)
+    with pytest.raises(ValueError, match="does not divide"):
+        hk.nn.Int4Linear(256, 8, group_size=96)
