@@ -35,15 +35,6 @@ constexpr int kMaxRows = 16;       // M limit
 template <int kMaxM>
 constexpr int rows_per_block() { return kMaxM > 4 ? 4 : 8; }
 
-template <class T>
-__device__ __forceinline__ float2 pair_to_float2(uint32_t u) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xFFFF0000u));  // bf16 = top half of f32
-  } else {
-    return __half22float2(w4a16::as_t2<__half>(u));
-  }
-}
-
 // The eight weights of `word` (values 0..7 in k order) dequantised to T, then widened to f32.
 template <class T>
 __device__ __forceinline__ void dequant_to_float(uint32_t word, const w4a16::GroupParams<T>& gp, float (&w)[8]) {
@@ -51,7 +42,7 @@ __device__ __forceinline__ void dequant_to_float(uint32_t word, const w4a16::Gro
   w4a16::dequant_word<T>(word, gp, p);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const float2 f = pair_to_float2<T>(w4a16::as_u32<T>(p[j]));
+    const float2 f = w4a16::pair_to_float2<T>(w4a16::as_u32<T>(p[j]));
     w[j] = f.x, w[j + 4] = f.y;
   }
 }
@@ -60,8 +51,8 @@ __device__ __forceinline__ void dequant_to_float(uint32_t word, const w4a16::Gro
 template <class T>
 __device__ __forceinline__ void load_x8(const T* x, int64_t ld_x, int m, int64_t k0, float (&xf)[8]) {
   const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + m * ld_x + k0));
-  const float2 a = pair_to_float2<T>(u.x), b = pair_to_float2<T>(u.y);
-  const float2 c = pair_to_float2<T>(u.z), d = pair_to_float2<T>(u.w);
+  const float2 a = w4a16::pair_to_float2<T>(u.x), b = w4a16::pair_to_float2<T>(u.y);
+  const float2 c = w4a16::pair_to_float2<T>(u.z), d = w4a16::pair_to_float2<T>(u.w);
   xf[0] = a.x, xf[1] = a.y, xf[2] = b.x, xf[3] = b.y, xf[4] = c.x, xf[5] = c.y, xf[6] = d.x, xf[7] = d.y;
 }
 

@@ -106,18 +106,6 @@ __device__ __forceinline__ int x_piece(int m, int p) {
   else return p ^ (((p >> 3) & 1) << 1) ^ (m & 1);
 }
 
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-template <class T>
-__device__ __forceinline__ float2 to_float2(uint32_t u) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xFFFF0000u));
-  else return __half22float2(w4a16::as_t2<__half>(u));
-}
-
 template <class T, bool kTiled, int kMT, bool kFold>
 __global__ void __launch_bounds__(kThreads, Cfg<kMT, kFold>::kBlocksPerSm) gemm_w4a16_v04_kernel(W4A16Args a, Split sp) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -208,13 +196,13 @@ __global__ void __launch_bounds__(kThreads, Cfg<kMT, kFold>::kBlocksPerSm) gemm_
     for (int p = tile * (kTileK / 8); p < (tile + 1) * (kTileK / 8); ++p) {
       uint4& piece = xs[m * x_pitch + x_piece<kTiled>(m, p)];
       const uint4 v = piece;
-      piece = make_uint4(prmt(v.x, v.z, 0x5410u), prmt(v.x, v.z, 0x7632u), prmt(v.y, v.w, 0x5410u),
-                         prmt(v.y, v.w, 0x7632u));
+      piece = make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
+                         __byte_perm(v.y, v.w, 0x7632));
       if constexpr (kFold) {
         const uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const float2 f = to_float2<T>(u[c]);
+          const float2 f = w4a16::pair_to_float2<T>(u[c]);
           sum += f.x + f.y;
         }
       }
@@ -400,9 +388,6 @@ void launch_config(const W4A16Args& a, cudaStream_t stream) {
   Split sp;
   sp.ktiles = ceil_div(a.k, kTileK);
   const int64_t nblocks = ceil_div(a.n, kBlockRows);
-  auto groups_cap = [&](int max_tiles) {
-    return static_cast<int>(std::min<int64_t>(a.groups, ceil_div(int64_t(max_tiles) * kTileK, a.group) + 1));
-  };
   // Splits: fill the resident block slots once, keep kInFlight k-tiles per warp where K allows,
   // and no more than kMaxTiles per split.
   const int64_t slots = int64_t(device_info().sm_count) * Cfg<kMT, kFold>::kBlocksPerSm;
@@ -410,7 +395,8 @@ void launch_config(const W4A16Args& a, cudaStream_t stream) {
   splits = std::max<int64_t>(splits, ceil_div(sp.ktiles, kMaxTiles));
   sp.splits = static_cast<int>(splits);
   sp.max_tiles = static_cast<int>(ceil_div(sp.ktiles, splits));
-  sp.groups_cap = groups_cap(sp.max_tiles);
+  // groups a split's k range can touch: ceil(range / g) + 1, at most G
+  sp.groups_cap = static_cast<int>(std::min<int64_t>(a.groups, ceil_div(int64_t(sp.max_tiles) * kTileK, a.group) + 1));
   const size_t smem = smem_bytes(8 * kMT, sp.max_tiles, sp.groups_cap);
   HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   std::unique_ptr<detail::StreamWorkspace> ws;
@@ -458,6 +444,8 @@ std::string gemm_w4a16_v04_supports(const W4A16Problem& p) {
                        p.k, " and ", p.align_bytes, "-byte alignment");
   if (ceil_div(p.n, kBlockRows) > 0x7FFFFFFF) return "grid.x (N / 128) is limited to 2^31 - 1";
   if (p.k >= (int64_t(1) << 31)) return detail::cat("k is indexed in 32 bits: K < 2^31, got K=", p.k);
+  if (ceil_div(p.k, int64_t(kTileK) * Cfg<4>::kMaxTiles) > 65535)
+    return detail::cat("grid.y (the K splits, at least K / 1024) is limited to 65535, got K=", p.k);
   return "";
 }
 

@@ -53,6 +53,16 @@ __device__ __forceinline__ uint32_t as_u32(T2<T> v) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// Two 16-bit floats packed in a word (low half first) as f32.
+template <class T>
+__device__ __forceinline__ float2 pair_to_float2(uint32_t u) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xFFFF0000u));  // bf16 = top half of f32
+  } else {
+    return __half22float2(as_t2<__half>(u));
+  }
+}
+
 // The (zero, scale) pair of a group as the dequantisation uses it: zz = magic + z in both halves,
 // ss = s in both halves.
 template <class T>
