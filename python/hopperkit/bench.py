@@ -16,8 +16,9 @@ its cuDNN backend; the full run adds the rows the attention family's goals name:
 and 32, grouped-query heads (4:1, 8:1; the baseline is SDPA with ``enable_gqa`` on the backend
 PyTorch picks), the deterministic backward (op ``attention_fwd_bwd_det``), 16 heads x 16384
 tokens x D64 causal, and packed variable-length batches against ``varlen_attn`` (ops
-``attention_varlen``, ``attention_varlen_fwd_bwd``). A case whose call raises is reported as a
-FAIL row and the run goes on.
+``attention_varlen``, ``attention_varlen_fwd_bwd``). conv2d and conv2d_single are timed against
+``F.conv2d`` (cuDNN) on ``channels_last`` bf16 layers and on the puzzle's padded single-channel
+stencil. A case whose call raises is reported as a FAIL row and the run goes on.
 """
 
 from __future__ import annotations
@@ -199,6 +200,40 @@ def _w4a16_cases(hk: Any, quick: bool) -> list[Case]:
                     _bytes(x, qw, s, z) + m * n * x.element_size(), 4 * (2.0 ** -8) * math.sqrt(k), 2e-2, None)
         case.extra["tinygemm"] = lambda x=x, tiny=tiny: tiny(x)
         cases.append(case)
+    return cases
+
+
+def _conv_cases(hk: Any, quick: bool) -> list[Case]:
+    """conv2d (NHWC bf16, ``channels_last`` tensors) against ``F.conv2d`` (cuDNN) at the conv2d
+    family's goal layers: a ConvNeXt depthwise 7x7, a ResNet 3x3 at 56², 14² and 7², a 1x1; and
+    conv2d_single (the puzzle's single-channel stencil, 256 x 512 x 512) against ``F.conv2d`` on the
+    bottom/right-padded input, f32 and bf16, k = 3, 4, 7."""
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    layers = [(64, 128, 56, 128, 7, 128)] if quick else [
+        (64, 128, 56, 128, 7, 128), (64, 256, 56, 256, 3, 1), (64, 256, 14, 256, 3, 1), (64, 512, 7, 512, 3, 1),
+        (64, 256, 56, 64, 1, 1)]
+    cases: list[Case] = []
+    for n, c, hw, cout, k, g in layers:
+        x = torch.randn(n, c, hw, hw, device="cuda", dtype=torch.bfloat16, generator=gen).to(
+            memory_format=torch.channels_last)
+        w = (torch.randn(cout, c // g, k, k, device="cuda", dtype=torch.bfloat16, generator=gen) /
+             math.sqrt(c // g * k * k)).to(memory_format=torch.channels_last)
+        pad = k // 2
+        tag = f"n{n}_c{c}_{hw}x{hw}_k{cout}_{k}x{k}_g{g}_nhwc_bf16"
+        f_conv = lambda x=x, w=w, pad=pad, g=g: F.conv2d(x, w, padding=pad, groups=g)
+        cases.append(Case("conv2d", tag, lambda x=x, w=w, pad=pad, g=g: hk.conv2d(x, w, padding=pad, groups=g),
+                          f_conv, 2.0 * n * cout * hw * hw * (c // g) * k * k, _bytes(x, w) + _bytes(x) * cout / c,
+                          2e-2, 2e-2, _compile(f_conv)))
+    for dt_name in (["f32"] if quick else ["f32", "bf16"]):
+        dt = _dtype(dt_name)
+        x = torch.randn(256, 512, 512, device="cuda", dtype=dt, generator=gen)
+        for k in ([3] if quick else [3, 4, 7]):
+            kern = torch.randn(k, k, device="cuda", dtype=dt, generator=gen) / k
+            f_single = lambda x=x, kern=kern, k=k: F.conv2d(F.pad(x[:, None], (0, k - 1, 0, k - 1)), kern[None, None])[:, 0]
+            atol, rtol = _tol(dt)
+            cases.append(Case("conv2d_single", f"256x512x512_k{k}x{k}_{dt_name}",
+                              lambda x=x, kern=kern: hk.conv2d_single_channel(x, kern), f_single,
+                              2.0 * x.numel() * k * k, 2 * _bytes(x) + _bytes(kern), atol * 4, rtol, _compile(f_single)))
     return cases
 
 
@@ -427,7 +462,8 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
 
     if torch is None or not torch.cuda.is_available():
         raise RuntimeError("hopperkit.bench needs torch with a CUDA device")
-    cases = _memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick) + _w4a16_cases(hk, quick)
+    cases = (_memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick) + _w4a16_cases(hk, quick) +
+             _conv_cases(hk, quick))
     if not quick:
         cases += _attention_goal_cases(hk)
     if ops:

@@ -194,8 +194,13 @@ TEST(Conv2dDispatch, Routes) {
   const auto dw = params(1, 3, 3, 3, 3, 1, 128, ConvLayout::kNHWC);
   EXPECT_EQ(reg.choose(Conv2dProblem(64, 128, 56, 56, 128, 7, 7, dw, DType::kBF16, ConvDirection::kForward, true))
                 .variant->name(),
+            "v04_depthwise_tiled");
+  // Strided depthwise layers take v02.
+  const auto dw2 = params(2, 1, 1, 1, 1, 1, 32, ConvLayout::kNHWC);
+  EXPECT_EQ(reg.choose(Conv2dProblem(8, 32, 28, 28, 32, 3, 3, dw2, DType::kBF16, ConvDirection::kForward, false))
+                .variant->name(),
             "v02_depthwise_nhwc");
-  // The depthwise rung is forward NHWC only; asymmetric padding ('same', even kernel) is v01's.
+  // The depthwise rungs are forward NHWC only; asymmetric padding ('same', even kernel) is v01's.
   EXPECT_EQ(reg.choose(Conv2dProblem(64, 128, 56, 56, 128, 7, 7, dw, DType::kBF16, ConvDirection::kBackwardData, false))
                 .variant->name(),
             general);

@@ -447,6 +447,10 @@ class Conv2dFamily final : public Family {
         {2, 32, 7, 7, 64, 1, 1, 1, 0, 0, 0, 0, 1, 1},    {1, 2, 7, 7, 2, 7, 7, 1, 0, 0, 0, 0, 1, 1},
         {1, 8, 33, 7, 8, 4, 4, 1, 1, 2, 1, 2, 1, 8},     {1, 24, 33, 33, 16, 3, 3, 2, 1, 1, 1, 1, 2, 1},
         {2, 16, 33, 65, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16}, {1, 8, 7, 65, 8, 5, 5, 1, 2, 2, 2, 2, 1, 8},
+        // Depthwise: a partial channel block (40 = 32 + 8), tiles that are not whole rows or
+        // columns (19 x 30), padding wider than the kernel's reach, no padding.
+        {2, 40, 19, 30, 40, 7, 7, 1, 3, 3, 3, 3, 1, 40}, {1, 24, 9, 37, 24, 3, 3, 1, 3, 3, 3, 3, 1, 24},
+        {1, 32, 12, 12, 32, 5, 5, 1, 0, 0, 0, 0, 1, 32},
     };
     std::vector<ProblemPtr> out;
     for (size_t i = 0; i < cases.size(); ++i) {

@@ -1,0 +1,193 @@
+// conv2d/v04_depthwise_tiled.cu
+//
+// Rung 4: depthwise forward (groups == C == Cout), NHWC, square kH = kW = K in {3, 5, 7}, unit
+// stride and dilation: a shared-memory tile per block. A block owns an output tile of 8 rows x
+// `tw` columns (tw <= 32, chosen so the tiles cover OW with the least waste: 2 x 28 at OW = 56)
+// and 32 channels. It stages the tile's input window, (8 + K - 1) x (tw + K - 1) pixels x 32
+// channels, once from global memory as f32 (16-byte loads, zero-filled in the padding and past
+// the last channel), with the K x K x 32 weights and the bias beside it. Each thread then owns 4
+// channels of one output column, 8 rows deep: for each kernel column kx it holds that column's
+// K x 4 weights in registers and walks the 8 + K - 1 input rows, each read once with one 16-byte
+// shared load and multiplied into every output row whose window holds it (K of them in the
+// middle). That is 4 K FMAs per shared load, with no conversion in the inner loop; stores are
+// 8- or 16-byte streaming stores of 4 channels.
+// Adds over v02: each input pixel comes from global memory once per block (v02 loads each one
+// once per kernel row and output pixel group it meets, served by L1), and the input is
+// converted to f32 once when it is staged instead of at every use.
+// Why: a depthwise 7 x 7 layer does 49 multiply-adds per output element; on CUDA cores the
+// FP32 issue rate, not memory, sets its floor (38 us for 64 x 128 x 56 x 56 on an H200), so
+// every instruction that is not an FMA costs time.
+// Needs: forward, NHWC, groups == C == Cout, kH == kW in {3, 5, 7}, unit stride and dilation,
+// C a multiple of 16 bytes' elements, 16-byte aligned operands.
+// Run:   hk bench conv2d --variant v04_depthwise_tiled --shape 64x128x56x56_128x7x7_g128
+#include "common/launch.cuh"
+#include "common/vec.cuh"
+#include "conv2d/conv2d_op.hpp"
+
+namespace hk::conv2d_v04_depthwise_tiled {
+namespace {
+
+constexpr int kRows = 8;      // output rows per tile (and per thread)
+constexpr int kChan = 32;     // channels per block
+constexpr int kQuads = kChan / 4;  // threads across a block's channels (4 channels each)
+constexpr int kMaxTw = 32;    // output columns per tile, at most (256 threads)
+
+// Tile width: the fewest tiles of at most kMaxTw columns, evened out over OW.
+inline int tile_width(int64_t ow) {
+  const int64_t tiles = ceil_div(ow, int64_t(kMaxTw));
+  return static_cast<int>(ceil_div(ow, tiles));
+}
+
+// The staged window's row pitch is the widest tile's, so that every shared-memory offset in
+// the inner loop is a compile-time constant (a runtime pitch costs an address instruction per
+// input row: 17 of 262 instructions at K = 7).
+template <int K>
+constexpr int kPitch = kMaxTw + K - 1;
+template <int K>
+constexpr size_t kSmemBytes = sizeof(float) * (size_t(kRows + K - 1) * kPitch<K> * kChan + size_t(K * K) * kChan + kChan);
+
+template <class T, int K>
+__global__ void __launch_bounds__(kQuads * kMaxTw) conv2d_v04_depthwise_kernel(const Conv2dArgs g, int tw, int cblocks, int tiles_w, int tiles_h) {
+  constexpr int kIh = kRows + K - 1;
+  constexpr int kE = 16 / int(sizeof(T));  // channels per 16-byte global chunk
+  extern __shared__ float4 conv2d_v04_smem[];
+  const int iw = tw + K - 1;                               // staged columns
+  float* xs = reinterpret_cast<float*>(conv2d_v04_smem);  // [kIh][kPitch][kChan]
+  float* ws = xs + kIh * kPitch<K> * kChan;                // [K * K][kChan]
+  float* bs = ws + K * K * kChan;                          // [kChan]
+
+  // Block -> (image, tile row, tile column, channel block), channel blocks fastest so that the
+  // blocks sharing input pixels run together.
+  int64_t b = blockIdx.x;
+  const int64_t c0 = b % cblocks * kChan;
+  b /= cblocks;
+  const int64_t ox0 = b % tiles_w * tw;
+  b /= tiles_w;
+  const int64_t oy0 = b % tiles_h * kRows, n = b / tiles_h;
+
+  const T* __restrict__ x = static_cast<const T*>(g.x);
+  const T* __restrict__ w = static_cast<const T*>(g.w);
+  const T* __restrict__ bias = static_cast<const T*>(g.bias);
+  T* __restrict__ y = static_cast<T*>(g.out);
+
+  // Stage the input window: 16-byte chunks (kE channels), chunks of a pixel on adjacent threads.
+  constexpr int kChunks = kChan / kE;
+  const int items = kIh * iw * kChunks;
+  for (int i = threadIdx.x; i < items; i += blockDim.x) {
+    const int chunk = i % kChunks, pix = i / kChunks;
+    const int r = pix / iw, col = pix % iw;
+    const int64_t iy = oy0 - g.prm.pad_top + r, ix = ox0 - g.prm.pad_left + col, ch = c0 + chunk * kE;
+    float v[kE];
+    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w_in && ch < g.c) {
+      Vec<T, kE> raw;
+      *reinterpret_cast<uint4*>(&raw) = __ldg(reinterpret_cast<const uint4*>(x + ((n * g.h + iy) * g.w_in + ix) * g.c + ch));
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[e] = to_f32(raw.v[e]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v[e] = 0.f;
+    }
+    float4* dst = reinterpret_cast<float4*>(xs + (r * kPitch<K> + col) * kChan + chunk * kE);
+#pragma unroll
+    for (int e = 0; e < kE; e += 4) dst[e / 4] = make_float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
+  }
+  // Weights [C, K, K] (one input channel per group) -> [tap][channel]; zero past the last channel.
+  for (int i = threadIdx.x; i < K * K * kChan; i += blockDim.x) {
+    const int cc = i % kChan, tap = i / kChan;
+    ws[i] = c0 + cc < g.c ? to_f32(w[(c0 + cc) * K * K + tap]) : 0.f;
+  }
+  for (int i = threadIdx.x; i < kChan; i += blockDim.x) bs[i] = bias && c0 + i < g.c ? to_f32(bias[c0 + i]) : 0.f;
+  __syncthreads();
+
+  const int q = threadIdx.x % kQuads, col = threadIdx.x / kQuads;
+  float acc[kRows][4];
+  const float4 b4 = reinterpret_cast<const float4*>(bs)[q];
+#pragma unroll
+  for (int o = 0; o < kRows; ++o) acc[o][0] = b4.x, acc[o][1] = b4.y, acc[o][2] = b4.z, acc[o][3] = b4.w;
+  const float4* xq = reinterpret_cast<const float4*>(xs) + col * kQuads + q;  // row 0, this column
+  const float4* wq = reinterpret_cast<const float4*>(ws) + q;
+#pragma unroll 1
+  for (int kx = 0; kx < K; ++kx) {  // rolled: unrolled, the compiler hoists every load and spills
+    float4 wr[K];
+#pragma unroll
+    for (int ky = 0; ky < K; ++ky) wr[ky] = wq[(ky * K + kx) * kQuads];
+#pragma unroll
+    for (int r = 0; r < kIh; ++r) {
+      const float4 xv = xq[(r * kPitch<K> + kx) * kQuads];
+#pragma unroll
+      for (int ky = 0; ky < K; ++ky) {
+        const int o = r - ky;  // the output row whose window meets input row r at kernel row ky
+        if (o < 0 || o >= kRows) continue;
+        acc[o][0] = fmaf(xv.x, wr[ky].x, acc[o][0]);
+        acc[o][1] = fmaf(xv.y, wr[ky].y, acc[o][1]);
+        acc[o][2] = fmaf(xv.z, wr[ky].z, acc[o][2]);
+        acc[o][3] = fmaf(xv.w, wr[ky].w, acc[o][3]);
+      }
+    }
+  }
+
+  const int64_t ox = ox0 + col, ch = c0 + q * 4;
+  if (ox >= g.ow || ch >= g.c) return;
+#pragma unroll
+  for (int o = 0; o < kRows; ++o) {
+    if (oy0 + o >= g.oh) break;
+    Vec<T, 4> out;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out.v[e] = from_f32<T>(acc[o][e]);
+    T* p = y + ((n * g.oh + oy0 + o) * g.ow + ox) * g.c + ch;
+    if constexpr (sizeof(T) == 4) __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&out));
+    else __stcs(reinterpret_cast<uint2*>(p), *reinterpret_cast<const uint2*>(&out));
+  }
+}
+
+template <class T, int K>
+void launch_with(const Conv2dArgs& a, cudaStream_t stream) {
+  const int tw = tile_width(a.ow);
+  constexpr size_t smem = kSmemBytes<K>;
+  auto kernel = conv2d_v04_depthwise_kernel<T, K>;
+  if constexpr (smem > 48 * 1024)
+    HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int cblocks = int(ceil_div(a.c, int64_t(kChan)));
+  const int tiles_w = int(ceil_div(a.ow, int64_t(tw))), tiles_h = int(ceil_div(a.oh, int64_t(kRows)));
+  const int64_t blocks = a.n * tiles_h * tiles_w * cblocks;
+  kernel<<<static_cast<unsigned>(blocks), kQuads * tw, smem, stream>>>(a, tw, cblocks, tiles_w, tiles_h);
+  HK_CHECK_LAUNCH("conv2d_v04_depthwise_kernel");
+}
+
+void conv2d_v04_launch(const Conv2dArgs& a, cudaStream_t stream) {
+  dispatch_float(a.dtype, "conv2d/v04_depthwise_tiled", [&](auto tag) {
+    using T = decltype(tag);
+    if (a.kw == 3) return launch_with<T, 3>(a, stream);
+    if (a.kw == 5) return launch_with<T, 5>(a, stream);
+    if (a.kw == 7) return launch_with<T, 7>(a, stream);
+    HK_THROW(kNotSupported, "conv2d/v04_depthwise_tiled: kernel ", a.kh, "x", a.kw, " is not 3x3, 5x5 or 7x7");
+  });
+}
+
+std::string conv2d_v04_supports(const Conv2dProblem& p) {
+  if (p.dir != ConvDirection::kForward) return "forward only";
+  if (!p.nhwc()) return "NHWC only (channels vectorised), got NCHW";
+  if (!p.depthwise())
+    return "depthwise only (groups == C == Cout), got groups=" + std::to_string(p.prm.groups) + " C=" +
+           std::to_string(p.c) + " Cout=" + std::to_string(p.cout);
+  if (p.kh != p.kw || (p.kw != 3 && p.kw != 5 && p.kw != 7))
+    return "square 3x3, 5x5 or 7x7 kernels only, got " + std::to_string(p.kh) + "x" + std::to_string(p.kw);
+  if (p.prm.stride_h != 1 || p.prm.stride_w != 1 || p.prm.dilation_h != 1 || p.prm.dilation_w != 1)
+    return "unit stride and dilation only";
+  const int v = 16 / (dtype_bits(p.dtype) / 8);
+  if (p.c % v != 0) return "C must be a multiple of " + std::to_string(v) + " (16-byte channel chunks), got " + std::to_string(p.c);
+  if (p.align_bytes < 16) return "operands must be 16-byte aligned, got " + std::to_string(p.align_bytes);
+  const int64_t blocks = p.n * ceil_div(p.oh(), int64_t(kRows)) * ceil_div(p.ow(), int64_t(tile_width(p.ow()))) *
+                         ceil_div(p.c, int64_t(kChan));
+  if (blocks > INT32_MAX) return "more than 2^31 - 1 tiles";
+  return "";
+}
+
+}  // namespace
+
+HK_REGISTER_VARIANT(Conv2dProblem, Conv2dArgs, "conv2d", "v04_depthwise_tiled",
+                    "depthwise NHWC forward, K in {3, 5, 7}: an 8-row x 32-channel output tile per block, its input "
+                    "window staged once as f32 in shared memory, 4 channels x 8 rows per thread",
+                    80, kFlagProduction, conv2d_v04_supports, conv2d_v04_launch);
+
+}  // namespace hk::conv2d_v04_depthwise_tiled
