@@ -31,6 +31,9 @@ constexpr int kRows = 8;      // output rows per tile (and per thread)
 constexpr int kChan = 32;     // channels per block
 constexpr int kQuads = kChan / 4;  // threads across a block's channels (4 channels each)
 constexpr int kMaxTw = 32;    // output columns per tile, at most (256 threads)
+constexpr int kRowBatch = 8;  // staging: row loads a thread has in flight
+constexpr int kWPitch = kChan + 4;  // a tap's weights in shared memory: the transposing stores
+                                    // of adjacent taps land 4 banks apart
 
 // Tile width: the fewest tiles of at most kMaxTw columns, evened out over OW.
 inline int tile_width(int64_t ow) {
@@ -44,7 +47,27 @@ inline int tile_width(int64_t ow) {
 template <int K>
 constexpr int kPitch = kMaxTw + K - 1;
 template <int K>
-constexpr size_t kSmemBytes = sizeof(float) * (size_t(kRows + K - 1) * kPitch<K> * kChan + size_t(K * K) * kChan + kChan);
+constexpr size_t kSmemBytes = sizeof(float) * (size_t(kRows + K - 1) * kPitch<K> * kChan + size_t(K * K) * kWPitch + kChan);
+
+// Copies `items` elements with the block: each thread issues the loads of kBatch items before
+// it stores any, so a thread waits on global memory once per kBatch items, not once per item.
+// The loads are unconditional (a thread past the end reloads the last item) so that the
+// compiler issues them back to back.
+template <class Load, class Store>
+__device__ __forceinline__ void staged_copy(int items, Load&& load, Store&& store) {
+  constexpr int kBatch = 8;
+  using V = decltype(load(0));
+  for (int base = threadIdx.x; base < items; base += kBatch * blockDim.x) {
+    V v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) v[j] = load(min(base + j * int(blockDim.x), items - 1));  // unconditional
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = base + j * int(blockDim.x);
+      if (i < items) store(i, v[j]);
+    }
+  }
+}
 
 template <class T, int K>
 __global__ void __launch_bounds__(kQuads * kMaxTw) conv2d_v04_depthwise_kernel(const Conv2dArgs g, int tw, int cblocks, int tiles_w, int tiles_h) {
@@ -53,8 +76,8 @@ __global__ void __launch_bounds__(kQuads * kMaxTw) conv2d_v04_depthwise_kernel(c
   extern __shared__ float4 conv2d_v04_smem[];
   const int iw = tw + K - 1;                               // staged columns
   float* xs = reinterpret_cast<float*>(conv2d_v04_smem);  // [kIh][kPitch][kChan]
-  float* ws = xs + kIh * kPitch<K> * kChan;                // [K * K][kChan]
-  float* bs = ws + K * K * kChan;                          // [kChan]
+  float* ws = xs + kIh * kPitch<K> * kChan;                // [K * K][kWPitch]
+  float* bs = ws + K * K * kWPitch;                        // [kChan]
 
   // Block -> (image, tile row, tile column, channel block), channel blocks fastest so that the
   // blocks sharing input pixels run together.
@@ -70,32 +93,39 @@ __global__ void __launch_bounds__(kQuads * kMaxTw) conv2d_v04_depthwise_kernel(c
   const T* __restrict__ bias = static_cast<const T*>(g.bias);
   T* __restrict__ y = static_cast<T*>(g.out);
 
-  // Stage the input window: 16-byte chunks (kE channels), chunks of a pixel on adjacent threads.
+  // Stage the input window, one 16-byte chunk (kE channels) of one window column per thread and
+  // row: the thread issues its column's kIh row loads before it converts and stores any.
   constexpr int kChunks = kChan / kE;
-  const int items = kIh * iw * kChunks;
-  for (int i = threadIdx.x; i < items; i += blockDim.x) {
-    const int chunk = i % kChunks, pix = i / kChunks;
-    const int r = pix / iw, col = pix % iw;
-    const int64_t iy = oy0 - g.prm.pad_top + r, ix = ox0 - g.prm.pad_left + col, ch = c0 + chunk * kE;
-    float v[kE];
-    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w_in && ch < g.c) {
-      Vec<T, kE> raw;
-      *reinterpret_cast<uint4*>(&raw) = __ldg(reinterpret_cast<const uint4*>(x + ((n * g.h + iy) * g.w_in + ix) * g.c + ch));
+  const int64_t row_stride = g.w_in * g.c, iy0 = oy0 - g.prm.pad_top;
+  for (int idx = threadIdx.x; idx < iw * kChunks; idx += blockDim.x) {
+    const int col = idx / kChunks, chunk = idx % kChunks;
+    const int64_t ix = ox0 - g.prm.pad_left + col, ch = c0 + chunk * kE;
+    const bool inside = ix >= 0 && ix < g.w_in && ch < g.c;
+    const T* src = x + (((n * g.h + iy0) * g.w_in + ix) * g.c + ch);  // row iy0 (maybe outside)
+    float* dst = xs + col * kChan + chunk * kE;
 #pragma unroll
-      for (int e = 0; e < kE; ++e) v[e] = to_f32(raw.v[e]);
-    } else {
+    for (int r0 = 0; r0 < kIh; r0 += kRowBatch) {  // at most kRowBatch loads in registers
+      uint4 bits[kRowBatch];
 #pragma unroll
-      for (int e = 0; e < kE; ++e) v[e] = 0.f;
+      for (int r = r0; r < r0 + kRowBatch && r < kIh; ++r)
+        bits[r - r0] = inside && iy0 + r >= 0 && iy0 + r < g.h ? __ldg(reinterpret_cast<const uint4*>(src + r * row_stride))
+                                                               : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int r = r0; r < r0 + kRowBatch && r < kIh; ++r) {
+        const Vec<T, kE>& raw = *reinterpret_cast<const Vec<T, kE>*>(&bits[r - r0]);
+#pragma unroll
+        for (int e = 0; e < kE; e += 4)
+          reinterpret_cast<float4*>(dst + r * kPitch<K> * kChan)[e / 4] =
+              make_float4(to_f32(raw.v[e]), to_f32(raw.v[e + 1]), to_f32(raw.v[e + 2]), to_f32(raw.v[e + 3]));
+      }
     }
-    float4* dst = reinterpret_cast<float4*>(xs + (r * kPitch<K> + col) * kChan + chunk * kE);
-#pragma unroll
-    for (int e = 0; e < kE; e += 4) dst[e / 4] = make_float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
   }
-  // Weights [C, K, K] (one input channel per group) -> [tap][channel]; zero past the last channel.
-  for (int i = threadIdx.x; i < K * K * kChan; i += blockDim.x) {
-    const int cc = i % kChan, tap = i / kChan;
-    ws[i] = c0 + cc < g.c ? to_f32(w[(c0 + cc) * K * K + tap]) : 0.f;
-  }
+  // Weights [C, K, K] (one input channel per group): the block's 32 channels are one contiguous
+  // run, read in order and transposed to [tap][channel]; zero past the last channel.
+  const int64_t w0 = c0 * K * K, wn = g.c * K * K;
+  staged_copy(
+      K * K * kChan, [&](int i) { return w0 + i < wn ? to_f32(w[min(w0 + i, wn - 1)]) : 0.f; },
+      [&](int i, float v) { ws[i % (K * K) * kWPitch + i / (K * K)] = v; });
   for (int i = threadIdx.x; i < kChan; i += blockDim.x) bs[i] = bias && c0 + i < g.c ? to_f32(bias[c0 + i]) : 0.f;
   __syncthreads();
 
@@ -110,7 +140,7 @@ __global__ void __launch_bounds__(kQuads * kMaxTw) conv2d_v04_depthwise_kernel(c
   for (int kx = 0; kx < K; ++kx) {  // rolled: unrolled, the compiler hoists every load and spills
     float4 wr[K];
 #pragma unroll
-    for (int ky = 0; ky < K; ++ky) wr[ky] = wq[(ky * K + kx) * kQuads];
+    for (int ky = 0; ky < K; ++ky) wr[ky] = wq[(ky * K + kx) * (kWPitch / 4)];
 #pragma unroll
     for (int r = 0; r < kIh; ++r) {
       const float4 xv = xq[(r * kPitch<K> + kx) * kQuads];
