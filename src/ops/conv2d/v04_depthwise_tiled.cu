@@ -20,6 +20,8 @@
 // Needs: forward, NHWC, groups == C == Cout, kH == kW in {3, 5, 7}, unit stride and dilation,
 // C a multiple of 16 bytes' elements, 16-byte aligned operands.
 // Run:   hk bench conv2d --variant v04_depthwise_tiled --shape 64x128x56x56_128x7x7_g128
+#include <type_traits>
+
 #include "common/launch.cuh"
 #include "common/vec.cuh"
 #include "conv2d/conv2d_op.hpp"
@@ -35,10 +37,11 @@ constexpr int kRowBatch = 8;  // staging: row loads a thread has in flight
 constexpr int kWPitch = kChan + 4;  // a tap's weights in shared memory: the transposing stores
                                     // of adjacent taps land 4 banks apart
 
-// Tile width: the fewest tiles of at most kMaxTw columns, evened out over OW.
+// Tile width: the fewest tiles of at most kMaxTw columns, evened out over OW, rounded up to a
+// whole number of column pairs (a thread computes two adjacent columns).
 inline int tile_width(int64_t ow) {
   const int64_t tiles = ceil_div(ow, int64_t(kMaxTw));
-  return static_cast<int>(ceil_div(ow, tiles));
+  return static_cast<int>(ceil_div(ceil_div(ow, tiles), int64_t(2)) * 2);
 }
 
 // The staged window's row pitch is the widest tile's, so that every shared-memory offset in
@@ -48,6 +51,13 @@ template <int K>
 constexpr int kPitch = kMaxTw + K - 1;
 template <int K>
 constexpr size_t kSmemBytes = sizeof(float) * (size_t(kRows + K - 1) * kPitch<K> * kChan + size_t(K * K) * kWPitch + kChan);
+
+__device__ __forceinline__ void fma4(float (&acc)[4], const float4& x, const float4& w) {
+  acc[0] = fmaf(x.x, w.x, acc[0]);
+  acc[1] = fmaf(x.y, w.y, acc[1]);
+  acc[2] = fmaf(x.z, w.z, acc[2]);
+  acc[3] = fmaf(x.w, w.w, acc[3]);
+}
 
 // Copies `items` elements with the block: each thread issues the loads of kBatch items before
 // it stores any, so a thread waits on global memory once per kBatch items, not once per item.
@@ -70,7 +80,7 @@ __device__ __forceinline__ void staged_copy(int items, Load&& load, Store&& stor
 }
 
 template <class T, int K>
-__global__ void __launch_bounds__(kQuads * kMaxTw) conv2d_v04_depthwise_kernel(const Conv2dArgs g, int tw, int cblocks, int tiles_w, int tiles_h) {
+__global__ void __launch_bounds__(kQuads * kMaxTw / 2) conv2d_v04_depthwise_kernel(const Conv2dArgs g, int tw, int cblocks, int tiles_w, int tiles_h) {
   constexpr int kIh = kRows + K - 1;
   constexpr int kE = 16 / int(sizeof(T));  // channels per 16-byte global chunk
   extern __shared__ float4 conv2d_v04_smem[];
@@ -129,44 +139,61 @@ __global__ void __launch_bounds__(kQuads * kMaxTw) conv2d_v04_depthwise_kernel(c
   for (int i = threadIdx.x; i < kChan; i += blockDim.x) bs[i] = bias && c0 + i < g.c ? to_f32(bias[c0 + i]) : 0.f;
   __syncthreads();
 
-  const int q = threadIdx.x % kQuads, col = threadIdx.x / kQuads;
-  float acc[kRows][4];
+  // Thread: 4 channels (quad q) of output columns c2 and c2 + 1, all kRows rows. Input column
+  // c2 + j meets output column c2 at kx = j and column c2 + 1 at kx = j - 1, so each 16-byte
+  // shared load feeds both columns: up to 8 K FMAs.
+  const int q = threadIdx.x % kQuads, c2 = threadIdx.x / kQuads * 2;
+  float acc[2][kRows][4];
   const float4 b4 = reinterpret_cast<const float4*>(bs)[q];
 #pragma unroll
-  for (int o = 0; o < kRows; ++o) acc[o][0] = b4.x, acc[o][1] = b4.y, acc[o][2] = b4.z, acc[o][3] = b4.w;
-  const float4* xq = reinterpret_cast<const float4*>(xs) + col * kQuads + q;  // row 0, this column
-  const float4* wq = reinterpret_cast<const float4*>(ws) + q;
-#pragma unroll 1
-  for (int kx = 0; kx < K; ++kx) {  // rolled: unrolled, the compiler hoists every load and spills
-    float4 wr[K];
+  for (int c = 0; c < 2; ++c)
 #pragma unroll
-    for (int ky = 0; ky < K; ++ky) wr[ky] = wq[(ky * K + kx) * (kWPitch / 4)];
+    for (int o = 0; o < kRows; ++o) acc[c][o][0] = b4.x, acc[c][o][1] = b4.y, acc[c][o][2] = b4.z, acc[c][o][3] = b4.w;
+  const float4* xq = reinterpret_cast<const float4*>(xs) + c2 * kQuads + q;  // row 0, column c2
+  const float4* wq = reinterpret_cast<const float4*>(ws) + q;
+  auto input_column = [&](int j, auto first, auto second) {
+    constexpr bool kFirst = decltype(first)::value, kSecond = decltype(second)::value;
+    float4 wa[K], wb[K];  // kernel column j (for output column c2) and j - 1 (for c2 + 1)
+#pragma unroll
+    for (int ky = 0; ky < K; ++ky) {
+      if constexpr (kFirst) wa[ky] = wq[(ky * K + j) * (kWPitch / 4)];
+      if constexpr (kSecond) wb[ky] = wq[(ky * K + j - 1) * (kWPitch / 4)];
+    }
 #pragma unroll
     for (int r = 0; r < kIh; ++r) {
-      const float4 xv = xq[(r * kPitch<K> + kx) * kQuads];
+      const float4 xv = xq[(r * kPitch<K> + j) * kQuads];
 #pragma unroll
       for (int ky = 0; ky < K; ++ky) {
         const int o = r - ky;  // the output row whose window meets input row r at kernel row ky
         if (o < 0 || o >= kRows) continue;
-        acc[o][0] = fmaf(xv.x, wr[ky].x, acc[o][0]);
-        acc[o][1] = fmaf(xv.y, wr[ky].y, acc[o][1]);
-        acc[o][2] = fmaf(xv.z, wr[ky].z, acc[o][2]);
-        acc[o][3] = fmaf(xv.w, wr[ky].w, acc[o][3]);
+        if constexpr (kFirst) fma4(acc[0][o], xv, wa[ky]);
+        if constexpr (kSecond) fma4(acc[1][o], xv, wb[ky]);
       }
     }
-  }
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  input_column(0, Yes{}, No{});
+#pragma unroll 1
+  for (int j = 1; j < K; ++j) input_column(j, Yes{}, Yes{});  // rolled: unrolled, the loads are hoisted and spill
+  input_column(K, No{}, Yes{});
 
-  const int64_t ox = ox0 + col, ch = c0 + q * 4;
-  if (ox >= g.ow || ch >= g.c) return;
+  const int64_t ch = c0 + q * 4;
+  if (ch >= g.c) return;
 #pragma unroll
-  for (int o = 0; o < kRows; ++o) {
-    if (oy0 + o >= g.oh) break;
-    Vec<T, 4> out;
+  for (int c = 0; c < 2; ++c) {
+    const int64_t ox = ox0 + c2 + c;
+    if (c2 + c >= tw || ox >= g.ow) break;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) out.v[e] = from_f32<T>(acc[o][e]);
-    T* p = y + ((n * g.oh + oy0 + o) * g.ow + ox) * g.c + ch;
-    if constexpr (sizeof(T) == 4) __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&out));
-    else __stcs(reinterpret_cast<uint2*>(p), *reinterpret_cast<const uint2*>(&out));
+    for (int o = 0; o < kRows; ++o) {
+      if (oy0 + o >= g.oh) break;
+      Vec<T, 4> out;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out.v[e] = from_f32<T>(acc[c][o][e]);
+      T* p = y + ((n * g.oh + oy0 + o) * g.ow + ox) * g.c + ch;
+      if constexpr (sizeof(T) == 4) __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&out));
+      else __stcs(reinterpret_cast<uint2*>(p), *reinterpret_cast<const uint2*>(&out));
+    }
   }
 }
 
@@ -180,7 +207,7 @@ void launch_with(const Conv2dArgs& a, cudaStream_t stream) {
   const int cblocks = int(ceil_div(a.c, int64_t(kChan)));
   const int tiles_w = int(ceil_div(a.ow, int64_t(tw))), tiles_h = int(ceil_div(a.oh, int64_t(kRows)));
   const int64_t blocks = a.n * tiles_h * tiles_w * cblocks;
-  kernel<<<static_cast<unsigned>(blocks), kQuads * tw, smem, stream>>>(a, tw, cblocks, tiles_w, tiles_h);
+  kernel<<<static_cast<unsigned>(blocks), kQuads * tw / 2, smem, stream>>>(a, tw, cblocks, tiles_w, tiles_h);
   HK_CHECK_LAUNCH("conv2d_v04_depthwise_kernel");
 }
 
