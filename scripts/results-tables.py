@@ -83,8 +83,8 @@ def peers_block(docs):
         for r in d["rows"]:
             if r["variant"] not in ("hopperkit", "torch") and r["variant"] not in peers:
                 peers.append(r["variant"])
-        head = "| op | problem | hopperkit µs | torch µs | " + " | ".join(f"{p} µs" for p in peers) + \
-               " | vs torch | vs best peer | host µs per call (hopperkit / torch) |"
+        head = "| op | problem | hopperkit µs | torch µs | " + "".join(f"{p} µs | " for p in peers) + \
+               "vs torch | vs best peer | host µs per call (hopperkit / torch) |"
         out.append(head)
         out.append("|---|---|" + "---:|" * (5 + len(peers)))
         groups = {}
@@ -104,8 +104,8 @@ def peers_block(docs):
                 r = g.get(name)
                 return f"{r['host_us']:.0f}" if r and "host_us" in r else "—"
 
-            cells = " | ".join(us(p) for p in peers)
-            out.append(f"| {op} | {prob} | {us('hopperkit')} | {us('torch')} | {cells} | "
+            cells = "".join(f"{us(p)} | " for p in peers)
+            out.append(f"| {op} | {prob} | {us('hopperkit')} | {us('torch')} | {cells}"
                        f"{ours['speedup_vs_baseline']:.2f}x | {ours['vs_best_peer']:.2f}x | "
                        f"{host('hopperkit')} / {host('torch')} |")
         out.append("")
