@@ -4,8 +4,9 @@
 // BackwardFilter with the algorithm cudnnGet*Algorithm_v7's heuristics rank first, as
 // torch.nn.functional.conv2d runs it with torch.backends.cudnn.benchmark off. f32 runs FMA
 // math only (no TF32: the family's f32 tolerance is f32's); f16 and bf16 run tensor-op math
-// with f32 compute. Bias is one elementwise pass after the forward (as PyTorch adds it). The algorithm choice is cached
-// per problem and device. The workspace is stream-ordered scratch, freed after the call.
+// with f32 compute. Bias is one elementwise pass after the forward (as PyTorch adds it). The
+// descriptors, the algorithm choice and the workspace size are built once per problem and device
+// (a Plan). The workspace is stream-ordered scratch, freed after the call.
 // Needs: a build with cuDNN; symmetric padding (cuDNN has one pad per dim); every tensor below
 // 2^31 elements; a 16-bit filter gradient ungrouped; otherwise supports() says why. Also the dispatch's general route.
 // Run:   hk bench conv2d --variant baseline_cudnn --shape 64x256x56x56_256x3x3
@@ -13,6 +14,7 @@
 #include <climits>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -42,7 +44,7 @@ void check(cudnnStatus_t s, const char* what) {
 struct Handles {
   std::mutex mu;
   std::map<std::pair<std::thread::id, int>, cudnnHandle_t> by_thread_device;
-  std::map<std::pair<std::string, int>, std::pair<int, cudnnMathType_t>> algo;  // (key, device) -> (algo, math)
+  std::map<std::pair<std::string, int>, std::shared_ptr<const struct Plan>> plans;  // (key, device) -> plan
 };
 // Never destroyed (as the cuBLAS handles): hk::release_cached_resources() frees them.
 Handles& handles() {
@@ -52,7 +54,7 @@ Handles& handles() {
       std::lock_guard<std::mutex> lock(s->mu);
       for (auto& [key, h] : s->by_thread_device) cudnnDestroy(h);
       s->by_thread_device.clear();
-      s->algo.clear();
+      s->plans.clear();
     });
     return s;
   }();
@@ -115,6 +117,18 @@ struct Descs {
   Descs& operator=(const Descs&) = delete;
 };
 
+// What a call needs beyond its pointers, built once per problem and device: the descriptors
+// (read-only once built, so calls on several threads share them), the heuristics' algorithm and
+// math type, and the workspace size. Rebuilding these on every call cost hundreds of
+// microseconds of host time per call, more than the small layers' kernels take.
+struct Plan {
+  explicit Plan(const Conv2dArgs& a) : d(a) {}
+  Descs d;
+  int algo = -1;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t ws_bytes = 0;
+};
+
 // The first algorithm of the heuristics' list that runs (f32: without tensor-op math, i.e.
 // TF32) and is not in `avoid` (unless nothing else runs); algo -1 when there is none.
 template <class Perf>
@@ -130,8 +144,8 @@ std::pair<int, cudnnMathType_t> pick(const Perf* perf, int count, DType dt, std:
   return fallback;
 }
 
-// The heuristics' algorithm for `a` on device `dev`, cached per problem and device.
-std::pair<int, cudnnMathType_t> algorithm(const Conv2dArgs& a, cudnnHandle_t h, const Descs& d, int dev) {
+// The plan for `a` on device `dev`, cached per problem and device.
+std::shared_ptr<const Plan> plan_for(const Conv2dArgs& a, cudnnHandle_t h, int dev) {
   // The cache key: every field the descriptors carry.
   std::string key;
   for (int64_t v : {int64_t(a.dir), a.n, a.c, a.h, a.w_in, a.cout, a.kh, a.kw, a.prm.stride_h, a.prm.stride_w,
@@ -141,9 +155,11 @@ std::pair<int, cudnnMathType_t> algorithm(const Conv2dArgs& a, cudnnHandle_t h, 
   Handles& s = handles();
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.algo.find({key, dev});
-    if (it != s.algo.end()) return it->second;
+    auto it = s.plans.find({key, dev});
+    if (it != s.plans.end()) return it->second;
   }
+  auto plan = std::make_shared<Plan>(a);
+  const Descs& d = plan->d;
   check(cudnnSetConvolutionMathType(d.conv, a.dtype == DType::kF32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
         "cudnnSetConvolutionMathType");
   int got = 0;
@@ -172,9 +188,25 @@ std::pair<int, cudnnMathType_t> algorithm(const Conv2dArgs& a, cudnnHandle_t h, 
     else
       choice = pick(perf, got, a.dtype, {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3});
   }
+  plan->algo = choice.first;
+  plan->math = choice.second;
+  if (plan->algo >= 0) {
+    check(cudnnSetConvolutionMathType(d.conv, plan->math), "cudnnSetConvolutionMathType");
+    if (a.dir == ConvDirection::kForward)
+      check(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(plan->algo),
+                                                    &plan->ws_bytes),
+            "cudnnGetConvolutionForwardWorkspaceSize");
+    else if (a.dir == ConvDirection::kBackwardData)
+      check(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x,
+                                                         cudnnConvolutionBwdDataAlgo_t(plan->algo), &plan->ws_bytes),
+            "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    else
+      check(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w,
+                                                           cudnnConvolutionBwdFilterAlgo_t(plan->algo), &plan->ws_bytes),
+            "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+  }
   std::lock_guard<std::mutex> lock(s.mu);
-  s.algo[{key, dev}] = choice;
-  return choice;
+  return s.plans.try_emplace({key, dev}, std::move(plan)).first->second;
 }
 
 void conv2d_baseline_cudnn_launch(const Conv2dArgs& a, cudaStream_t stream) {
@@ -182,24 +214,11 @@ void conv2d_baseline_cudnn_launch(const Conv2dArgs& a, cudaStream_t stream) {
   HK_CHECK_CUDA(cudaGetDevice(&dev));
   cudnnHandle_t h = handle(dev);
   check(cudnnSetStream(h, stream), "cudnnSetStream");
-  Descs d(a);
-  const std::pair<int, cudnnMathType_t> choice = algorithm(a, h, d, dev);
-  if (choice.first < 0) HK_THROW(kNotSupported, "conv2d/baseline_cudnn: cuDNN's heuristics offer no algorithm");
-  check(cudnnSetConvolutionMathType(d.conv, choice.second), "cudnnSetConvolutionMathType");
-
-  size_t ws_bytes = 0;
-  if (a.dir == ConvDirection::kForward)
-    check(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(choice.first),
-                                                  &ws_bytes),
-          "cudnnGetConvolutionForwardWorkspaceSize");
-  else if (a.dir == ConvDirection::kBackwardData)
-    check(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x,
-                                                       cudnnConvolutionBwdDataAlgo_t(choice.first), &ws_bytes),
-          "cudnnGetConvolutionBackwardDataWorkspaceSize");
-  else
-    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w,
-                                                         cudnnConvolutionBwdFilterAlgo_t(choice.first), &ws_bytes),
-          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+  const std::shared_ptr<const Plan> plan = plan_for(a, h, dev);
+  if (plan->algo < 0) HK_THROW(kNotSupported, "conv2d/baseline_cudnn: cuDNN's heuristics offer no algorithm");
+  const Descs& d = plan->d;
+  const size_t ws_bytes = plan->ws_bytes;
+  const auto choice = std::make_pair(plan->algo, plan->math);
   void* ws = nullptr;
   if (ws_bytes) HK_CHECK_CUDA(cudaMallocAsync(&ws, ws_bytes, stream));
 
@@ -244,8 +263,7 @@ std::string conv2d_baseline_cudnn_supports(const Conv2dProblem& p) {
   try {
     int dev = 0;
     HK_CHECK_CUDA(cudaGetDevice(&dev));
-    Descs d(a);
-    if (algorithm(a, handle(dev), d, dev).first < 0) return "cuDNN's heuristics offer no algorithm for this problem";
+    if (plan_for(a, handle(dev), dev)->algo < 0) return "cuDNN's heuristics offer no algorithm for this problem";
   } catch (const Error& e) {
     return std::string("cuDNN refused the problem: ") + e.what();
   }
