@@ -30,11 +30,12 @@
 // Folded zero points (groups of 128 or more, or one per row): the mma takes the biased values
 // 128 + q (f16: 1024 + q) straight from the lop3 into a per-k-tile sum, and the tile's scale and
 // zero point are applied in f32 afterwards with the row sums of x: see multiply_tile.
-// NOTE: measured on the H200 (2026-12-02, ncu, 1 x 8192 x 8192): 26.7 us, DRAM 28% and SM 37% of
-// peak, 3.5 warps and 0.4 issued instructions per cycle per scheduler, a warp waiting ~2.5
-// cycles per instruction on the weight loads and ~1.7 on the mma chain: latency-bound with too
-// few warps (118-128 registers). Folding and fewer setup instructions did not move the time;
-// three blocks per SM (80 registers) spills.
+// NOTE: measured on the H200 (ncu, 1 x 8192 x 8192, tiled): 26.7 us with 42% of the warps'
+// stall samples in the prologue (2026-12-02): the scales and zero points were loaded after the
+// first weight tiles and queued behind them in DRAM, and 16 threads permuted x while the rest
+// waited. Loading the small operands first and permuting with every thread (2026-12-03): 24.2
+// us, 29% in the prologue; the main loop waits on the weight loads (DRAM 33% of peak, 127
+// registers, two blocks per SM).
 //
 // Split-K without atomics: with S > 1 splits each block writes its f32 partial [M, 128] into a
 // scratch [S, M, N]; the last block of an n-block to arrive (a per-n-block ticket in the
@@ -67,7 +68,7 @@ constexpr int kMaxM = 32;
 template <int kMT, bool kFold = true>
 struct Cfg {
   static constexpr int kBlocksPerSm = 2;
-  static constexpr int kInFlight = kMT == 1 ? 6 : kMT == 2 ? (kFold ? 6 : 4) : kFold ? 3 : 2;
+  static constexpr int kInFlight = kMT == 1 ? (kFold ? 6 : 5) : kMT == 2 ? (kFold ? 6 : 4) : kFold ? 3 : 2;
   static constexpr int kMaxTiles = kMT <= 2 ? 16 : 8;
 };
 
@@ -149,12 +150,9 @@ __global__ void __launch_bounds__(kThreads, Cfg<kMT, kFold>::kBlocksPerSm) gemm_
     }
   };
 
-  // The first k-tiles' weights go out before anything else.
-  uint4 q[kInFlight][2];
-#pragma unroll
-  for (int i = 0; i < kInFlight; ++i)
-    if (i < tiles) load_tile(t0 + i, q[i]);
-
+  // The small operands go out first: x's slice, the scales and the zero points (a few KB per
+  // block) reach the SM in one round trip before the weight stream queues up behind them in
+  // DRAM; issued after the weights, they waited for the whole first wave of weight tiles.
   // Stage x [kXRows, k_begin .. k_begin + tiles * 128) (zero past M and K) ...
   const T* x = static_cast<const T*>(a.x);
   const int pieces = tiles * (kTileK / 8);
@@ -167,33 +165,56 @@ __global__ void __launch_bounds__(kThreads, Cfg<kMT, kFold>::kBlocksPerSm) gemm_
   }
   ptx::cp_async_commit();
   // ... and the scales and zero points of the groups [g_begin, g_end) the k range touches: two
-  // threads per weight row, each taking every other group (loads unrolled four deep).
+  // threads per weight row, each taking every other group, kBatch loads in flight at once.
   static_assert(kThreads == 2 * kBlockRows, "two threads per row of the block");
   const int64_t g_begin = k_begin / a.group, g_end = (k_end - 1) / a.group + 1;
   const int ng = static_cast<int>(g_end - g_begin);
   {
+    constexpr int kBatch = 8;
     const int r = threadIdx.x % kBlockRows;
     const int64_t n = nb * kBlockRows + r < a.n ? nb * kBlockRows + r : a.n - 1;
     const T* srow = static_cast<const T*>(a.scales) + n * a.groups + g_begin;
     const int32_t* zrow = a.zeros ? a.zeros + n * a.zero_words : nullptr;
-#pragma unroll 4
-    for (int gi = threadIdx.x / kBlockRows; gi < ng; gi += 2) {
-      ss[r * sp.groups_cap + gi] = srow[gi];
-      const int64_t grp = g_begin + gi;
-      zs[r * sp.groups_cap + gi] =
-          zrow ? static_cast<uint8_t>((static_cast<uint32_t>(__ldg(zrow + grp / 8)) >> (4 * (grp % 8))) & 0xFu) : uint8_t(8);
+    for (int g0 = threadIdx.x / kBlockRows; g0 < ng; g0 += 2 * kBatch) {
+      T sv[kBatch];
+      uint32_t zw[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int gi = g0 + 2 * j;
+        const int64_t grp = g_begin + (gi < ng ? gi : 0);
+        sv[j] = gi < ng ? srow[gi] : T{};
+        zw[j] = zrow && gi < ng ? static_cast<uint32_t>(__ldg(zrow + grp / 8)) >> (4 * (grp % 8)) : 8u;
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int gi = g0 + 2 * j;
+        if (gi < ng) {
+          ss[r * sp.groups_cap + gi] = sv[j];
+          zs[r * sp.groups_cap + gi] = static_cast<uint8_t>(zw[j] & 0xFu);
+        }
+      }
     }
   }
+
+  // Then the first k-tiles' weights, which stay in flight while x is permuted below.
+  uint4 q[kInFlight][2];
+#pragma unroll
+  for (int i = 0; i < kInFlight; ++i)
+    if (i < tiles) load_tile(t0 + i, q[i]);
+
   ptx::cp_async_wait<0>();
   __syncthreads();
   // Each x piece in place into the order the B fragments take — (x0, x4), (x1, x5), (x2, x6),
-  // (x3, x7): registers b0, b1 of step 0, then of step 1 — and each row's sum over each k-tile
-  // (the folded zero points' correction). One thread per (row, k-tile).
-  for (int i = threadIdx.x; i < x_rows * tiles; i += kThreads) {
-    const int m = i / tiles, tile = i % tiles;
+  // (x3, x7): registers b0, b1 of step 0, then of step 1 — one piece per thread, and each row's
+  // sum over each k-tile (the folded zero points' correction): the 16 pieces of a k-tile sit on
+  // 16 adjacent lanes (pieces is a multiple of 16), which add their sums with shuffles in a
+  // fixed order. Every thread takes the loop's trips together (the shuffles' full mask).
+  for (int i0 = 0; i0 < x_rows * pieces; i0 += kThreads) {
+    const int i = i0 + threadIdx.x;
+    const bool valid = i < x_rows * pieces;
+    const int m = valid ? i / pieces : 0, p = valid ? i % pieces : 0;
     float sum = 0.f;
-#pragma unroll 4
-    for (int p = tile * (kTileK / 8); p < (tile + 1) * (kTileK / 8); ++p) {
+    if (valid) {
       uint4& piece = xs[m * x_pitch + x_piece<kTiled>(m, p)];
       const uint4 v = piece;
       piece = make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
@@ -207,7 +228,11 @@ __global__ void __launch_bounds__(kThreads, Cfg<kMT, kFold>::kBlocksPerSm) gemm_
         }
       }
     }
-    if constexpr (kFold) xsum[m * sp.max_tiles + tile] = sum;
+    if constexpr (kFold) {
+#pragma unroll
+      for (int off = 8; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+      if (valid && p % 16 == 0) xsum[m * sp.max_tiles + p / 16] = sum;
+    }
   }
   __syncthreads();
 
