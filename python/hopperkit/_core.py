@@ -142,14 +142,16 @@ def launch(family: str, variant: str, inputs: list, outputs: list, attrs: dict) 
     if device is None or device.type != "cuda":
         # The C++ side raises the ValueError naming the device of the offending operand.
         return _C.launch(family, variant, inputs, outputs, attrs, 0)
-    with torch.cuda.device(device):
-        return _C.launch(family, variant, inputs, outputs, attrs, current_stream(device))
+    # The bindings make the operands' device current for the launch (and restore the caller's).
+    return _C.launch(family, variant, inputs, outputs, attrs, current_stream(device))
 
 
 def current_stream(device: Any) -> int:
     """The current torch stream of the CUDA ``device`` as the integer the bindings take (a
-    cudaStream_t). Call it under ``torch.cuda.device(device)``, as the launch runs."""
-    return torch.cuda.current_stream(device).cuda_stream
+    cudaStream_t). Read with torch's raw-stream query, as compiled torch code does: building a
+    ``torch.cuda.Stream`` object and entering a device context cost microseconds per call."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return torch._C._cuda_getCurrentRawStream(index)
 
 
 def run(family: str, variant: str, *tensors: Any, **attrs: Any):
