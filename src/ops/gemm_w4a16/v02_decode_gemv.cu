@@ -35,6 +35,12 @@ constexpr int kMaxRows = 16;       // M limit
 template <int kMaxM>
 constexpr int rows_per_block() { return kMaxM > 4 ? 4 : 8; }
 
+// Rows kernel blocks per SM the registers are capped for: four at M = 1 in bf16 (128 registers;
+// uncapped it took 140, three blocks, and the weight bytes in flight with them); three at M = 1
+// in f16 and at M <= 16 (f16 spills at 128); two at M <= 4, where f16 needs 254.
+template <class T, int kMaxM>
+constexpr int row_blocks_per_sm() { return kMaxM == 4 ? 2 : kMaxM == 1 && std::is_same_v<T, __nv_bfloat16> ? 4 : 3; }
+
 // The eight weights of `word` (values 0..7 in k order) dequantised to T, then widened to f32.
 template <class T>
 __device__ __forceinline__ void dequant_to_float(uint32_t word, const w4a16::GroupParams<T>& gp, float (&w)[8]) {
@@ -83,7 +89,7 @@ __device__ __forceinline__ void accumulate_word(uint32_t word, const w4a16::Grou
 // coalesced across the warp (32 chunks of one row: 512 bytes) — and multiplies each x vector it
 // loads into all kR rows, so x's traffic through L1 is 1/kR of one x load per weight word.
 template <class T, int kMaxM>
-__global__ void __launch_bounds__(kRowThreads) gemm_w4a16_v02_rows_kernel(W4A16Args a) {
+__global__ void __launch_bounds__(kRowThreads, row_blocks_per_sm<T, kMaxM>()) gemm_w4a16_v02_rows_kernel(W4A16Args a) {
   constexpr int kR = rows_per_block<kMaxM>();
   constexpr int kWarps = kRowThreads / 32;
   __shared__ float partial[kWarps][kR][kMaxM];
@@ -109,16 +115,30 @@ __global__ void __launch_bounds__(kRowThreads) gemm_w4a16_v02_rows_kernel(W4A16A
     for (int r = 0; r < kR; ++r) gp[r] = w4a16::group_params<T>(a, n0 + r < a.n ? n0 + r : a.n - 1, k0 / a.group);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float w[kR][8];
+      if constexpr (kMaxM == 1) {
+        // One row of x: each weight word is dequantised and multiplied at once, so only one
+        // word's eight f32 weights are live (all kR rows' would take 64 registers and halve
+        // the blocks per SM, and with them the weight bytes in flight).
+        float xf[8];
+        load_x8<T>(x, a.ld_x, 0, k0 + 8 * i, xf);
 #pragma unroll
-      for (int r = 0; r < kR; ++r) dequant_to_float<T>(i == 0 ? q[r].x : i == 1 ? q[r].y : i == 2 ? q[r].z : q[r].w, gp[r], w[r]);
+        for (int r = 0; r < kR; ++r) {
+          float w[8];
+          dequant_to_float<T>(i == 0 ? q[r].x : i == 1 ? q[r].y : i == 2 ? q[r].z : q[r].w, gp[r], w);
+          acc[r][0] = dot8(xf, w, acc[r][0]);
+        }
+      } else {
+        float w[kR][8];
 #pragma unroll
-      for (int m = 0; m < kMaxM; ++m) {
-        if (m < rows) {
-          float xf[8];
-          load_x8<T>(x, a.ld_x, m, k0 + 8 * i, xf);
+        for (int r = 0; r < kR; ++r) dequant_to_float<T>(i == 0 ? q[r].x : i == 1 ? q[r].y : i == 2 ? q[r].z : q[r].w, gp[r], w[r]);
 #pragma unroll
-          for (int r = 0; r < kR; ++r) acc[r][m] = dot8(xf, w[r], acc[r][m]);
+        for (int m = 0; m < kMaxM; ++m) {
+          if (m < rows) {
+            float xf[8];
+            load_x8<T>(x, a.ld_x, m, k0 + 8 * i, xf);
+#pragma unroll
+            for (int r = 0; r < kR; ++r) acc[r][m] = dot8(xf, w[r], acc[r][m]);
+          }
         }
       }
     }
