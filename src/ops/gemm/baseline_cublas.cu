@@ -10,10 +10,12 @@
 #include <cublas_v2.h>
 
 #include <climits>
+#include <memory>
 
 #include "common/launch.cuh"
 #include "core/cublas.hpp"
 #include "gemm/epilogue.cuh"
+#include "core/scratch.hpp"
 
 namespace hk::gemm_baseline_cublas {
 namespace {
@@ -46,8 +48,10 @@ void gemm_baseline_cublas_launch(const GemmArgs& g, cudaStream_t stream) {
   cublasHandle_t h = detail::cublas_handle();
   check_cublas(cublasSetStream(h, stream), "cublasSetStream");
   const bool fused = g.c_in || g.bias || g.act != GemmActivation::kNone;
-  float* ws = nullptr;
-  if (fused) HK_CHECK_CUDA(cudaMallocAsync(&ws, g.batch * g.m * g.n * sizeof(float), stream));
+  // The f32 product for the epilogue, in the stream's cached workspace.
+  std::unique_ptr<detail::StreamWorkspace> workspace;
+  if (fused) workspace = std::make_unique<detail::StreamWorkspace>(stream, "gemm_cublas_f32_product", g.batch * g.m * g.n * sizeof(float));
+  float* ws = workspace ? static_cast<float*>(workspace->get()) : nullptr;
   const float alpha = g.alpha, beta = 0.0f;
   const cudaDataType_t tin = cuda_type(g.in_dtype);
   // C^T (N x M, column-major) = op(B') op(A'), where B's memory read column-major is B^T when B
@@ -66,7 +70,6 @@ void gemm_baseline_cublas_launch(const GemmArgs& g, cudaStream_t stream) {
   int blocks = static_cast<int>(std::min<int64_t>(resident, ceil_div(g.batch * g.m * g.n, kThreads)));
   gemm_baseline_cublas_epilogue_kernel<<<blocks, kThreads, 0, stream>>>(e, ws);
   HK_CHECK_LAUNCH("gemm_baseline_cublas_epilogue_kernel");
-  HK_CHECK_CUDA(cudaFreeAsync(ws, stream));
 }
 
 std::string gemm_baseline_cublas_supports(const GemmProblem& p) {

@@ -17,6 +17,7 @@
 #include "common/launch.cuh"
 #include "common/vec.cuh"
 #include "row_sum/row_sum_op.hpp"
+#include "core/scratch.hpp"
 
 namespace hk::row_sum_baseline_cub_segmented {
 namespace {
@@ -52,11 +53,10 @@ void launch_typed(const RowSumArgs& a, cudaStream_t stream) {
   const int segments = static_cast<int>(a.rows);
   size_t temp_bytes = 0;
   HK_CHECK_CUDA(cub::DeviceSegmentedReduce::Reduce(nullptr, temp_bytes, in, y, segments, begins, ends, Add{}, 0.f, stream));
-  void* temp = nullptr;
-  HK_CHECK_CUDA(cudaMallocAsync(&temp, temp_bytes, stream));
+  detail::StreamWorkspace ws(stream, "row_sum_cub_temp", temp_bytes);
+  void* temp = ws.get();
   HK_CHECK_CUDA(cub::DeviceSegmentedReduce::Reduce(temp, temp_bytes, in, y, segments, begins, ends, Add{}, 0.f, stream));
   HK_CHECK_LAUNCH("cub::DeviceSegmentedReduce::Reduce");
-  HK_CHECK_CUDA(cudaFreeAsync(temp, stream));
 }
 
 void row_sum_cub_launch(const RowSumArgs& a, cudaStream_t stream) {

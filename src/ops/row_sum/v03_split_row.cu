@@ -18,6 +18,7 @@
 #include "common/reduce.cuh"
 #include "common/rows.cuh"
 #include "row_sum/row_sum_op.hpp"
+#include "core/scratch.hpp"
 
 namespace hk::row_sum_v03_split_row {
 namespace {
@@ -86,14 +87,14 @@ void launch_typed(const RowSumArgs& a, cudaStream_t stream) {
     HK_CHECK_LAUNCH("row_sum_v03_slice_kernel");
     return;
   }
-  float* part = nullptr;
-  HK_CHECK_CUDA(cudaMallocAsync(&part, a.rows * splits * sizeof(float), stream));
+  // The partial sums live in the stream's cached workspace, not an allocation per call.
+  detail::StreamWorkspace ws(stream, "row_sum_v03_partials", a.rows * splits * sizeof(float));
+  float* part = static_cast<float*>(ws.get());
   row_sum_v03_slice_kernel<T, float><<<blocks, kThreads, 0, stream>>>(x, part, a.rows, a.cols, a.ldx, splits, chunk);
   HK_CHECK_LAUNCH("row_sum_v03_slice_kernel");
   row_sum_v03_finish_kernel<T><<<static_cast<unsigned>(ceil_div(a.rows, kThreads / 32)), kThreads, 0, stream>>>(
       part, y, a.rows, splits);
   HK_CHECK_LAUNCH("row_sum_v03_finish_kernel");
-  HK_CHECK_CUDA(cudaFreeAsync(part, stream));
 }
 
 void row_sum_v03_launch(const RowSumArgs& a, cudaStream_t stream) {
