@@ -62,6 +62,18 @@ int64_t Conv2dProblem::reduction_length() const {
   }
 }
 
+std::string Conv2dProblem::depthwise_nhwc_forward_needs() const {
+  if (dir != ConvDirection::kForward) return "forward only";
+  if (!nhwc()) return "NHWC only (channels vectorised), got NCHW";
+  if (!depthwise())
+    return "depthwise only (groups == C == Cout), got groups=" + std::to_string(prm.groups) + " C=" + std::to_string(c) +
+           " Cout=" + std::to_string(cout);
+  const int v = 16 / (dtype_bits(dtype) / 8);
+  if (c % v != 0) return "C must be a multiple of " + std::to_string(v) + " (16-byte channel vectors), got " + std::to_string(c);
+  if (align_bytes < 16) return "operands must be 16-byte aligned, got " + std::to_string(align_bytes);
+  return "";
+}
+
 std::string Conv2dProblem::key() const {
   auto pair = [](int64_t a, int64_t b) { return a == b ? fmt::format("{}", a) : fmt::format("{}x{}", a, b); };
   const auto& p = prm;

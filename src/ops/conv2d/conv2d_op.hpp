@@ -40,6 +40,9 @@ struct Conv2dProblem final : Problem {
   int64_t cout_per_group() const { return cout / prm.groups; }
   bool nhwc() const { return prm.layout == ConvLayout::kNHWC; }
   bool depthwise() const { return prm.groups == c && cout == c; }
+  // What the depthwise NHWC rungs (v02, v04) need of every problem, "" when met: a forward,
+  // NHWC, depthwise, C a whole number of 16-byte channel vectors, 16-byte aligned operands.
+  std::string depthwise_nhwc_forward_needs() const;
   // Tensor shapes in the layout's dim order.
   std::vector<int64_t> x_shape() const;
   std::vector<int64_t> w_shape() const;

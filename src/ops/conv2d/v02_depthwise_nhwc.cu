@@ -174,14 +174,8 @@ void conv2d_v02_launch(const Conv2dArgs& a, cudaStream_t stream) {
 }
 
 std::string conv2d_v02_supports(const Conv2dProblem& p) {
-  if (p.dir != ConvDirection::kForward) return "forward only";
-  if (!p.nhwc()) return "NHWC only (channels vectorised), got NCHW";
-  if (!p.depthwise())
-    return "depthwise only (groups == C == Cout), got groups=" + std::to_string(p.prm.groups) + " C=" +
-           std::to_string(p.c) + " Cout=" + std::to_string(p.cout);
+  if (std::string why = p.depthwise_nhwc_forward_needs(); !why.empty()) return why;
   const int v = 16 / (dtype_bits(p.dtype) / 8);
-  if (p.c % v != 0) return "C must be a multiple of " + std::to_string(v) + " (16-byte channel vectors), got " + std::to_string(p.c);
-  if (p.align_bytes < 16) return "operands must be 16-byte aligned, got " + std::to_string(p.align_bytes);
   if (ceil_div(p.c, int64_t(kMaxChanVecs) * 4) > 65535) return "C beyond 65535 channel blocks";
   const size_t smem = sizeof(float) * size_t(p.kh * p.kw) * size_t(std::min<int64_t>(p.c, int64_t(kMaxChanVecs) * v));
   if (p.kh * p.kw > (1 << 20) || smem > kMaxSmem)

@@ -306,18 +306,11 @@ void conv2d_v04_launch(const Conv2dArgs& a, cudaStream_t stream) {
 }
 
 std::string conv2d_v04_supports(const Conv2dProblem& p) {
-  if (p.dir != ConvDirection::kForward) return "forward only";
-  if (!p.nhwc()) return "NHWC only (channels vectorised), got NCHW";
-  if (!p.depthwise())
-    return "depthwise only (groups == C == Cout), got groups=" + std::to_string(p.prm.groups) + " C=" +
-           std::to_string(p.c) + " Cout=" + std::to_string(p.cout);
+  if (std::string why = p.depthwise_nhwc_forward_needs(); !why.empty()) return why;
   if (p.kh != p.kw || (p.kw != 3 && p.kw != 5 && p.kw != 7))
     return "square 3x3, 5x5 or 7x7 kernels only, got " + std::to_string(p.kh) + "x" + std::to_string(p.kw);
   if (p.prm.stride_h != 1 || p.prm.stride_w != 1 || p.prm.dilation_h != 1 || p.prm.dilation_w != 1)
     return "unit stride and dilation only";
-  const int v = 16 / (dtype_bits(p.dtype) / 8);
-  if (p.c % v != 0) return "C must be a multiple of " + std::to_string(v) + " (16-byte channel chunks), got " + std::to_string(p.c);
-  if (p.align_bytes < 16) return "operands must be 16-byte aligned, got " + std::to_string(p.align_bytes);
   if (p.oh() > INT32_MAX || p.ow() > INT32_MAX) return "OH and OW must be below 2^31";
   return "";
 }
