@@ -18,7 +18,8 @@ PyTorch picks), the deterministic backward (op ``attention_fwd_bwd_det``), 16 he
 tokens x D64 causal, and packed variable-length batches against ``varlen_attn`` (ops
 ``attention_varlen``, ``attention_varlen_fwd_bwd``). conv2d and conv2d_single are timed against
 ``F.conv2d`` (cuDNN) on ``channels_last`` bf16 layers and on the puzzle's padded single-channel
-stencil. A case whose call raises is reported as a FAIL row and the run goes on.
+stencil; matmul_fp8 against ``torch._scaled_mm`` in each scaling mode. A case whose call raises is
+reported as a FAIL row and the run goes on.
 """
 
 from __future__ import annotations
@@ -200,6 +201,38 @@ def _w4a16_cases(hk: Any, quick: bool) -> list[Case]:
                     _bytes(x, qw, s, z) + m * n * x.element_size(), 4 * (2.0 ** -8) * math.sqrt(k), 2e-2, None)
         case.extra["tinygemm"] = lambda x=x, tiny=tiny: tiny(x)
         cases.append(case)
+    return cases
+
+
+def _fp8_cases(hk: Any, quick: bool) -> list[Case]:
+    """matmul_fp8 (e4m3 operands, bf16 output) against ``torch._scaled_mm`` (cuBLASLt) at the
+    gemm_fp8 family's benchmark shapes: per-tensor, row-wise and DeepSeek-V3 block-wise scales.
+    Both calls get the same tensors: the weight [N, K] (``_scaled_mm`` takes its transposed view)
+    and, block-wise, ``sa`` outer-dim-major (``sa.t().contiguous().t()``) as ``_scaled_mm``
+    requires; ``matmul_fp8`` takes any scale strides."""
+    shapes = [(4096, 4096, 4096, "tensor")] if quick else [
+        (4096, 4096, 4096, "tensor"), (8192, 8192, 8192, "tensor"), (4096, 4096, 4096, "row"),
+        (4096, 7168, 16384, "block"), (4096, 4096, 7168, "block"), (4096, 7168, 2048, "block"),
+        (4096, 24576, 1536, "block"), (64, 2112, 7168, "block"), (64, 7168, 2048, "block"),
+        (128, 7168, 16384, "block")]
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    cases: list[Case] = []
+    for m, n, k, mode in shapes:
+        a, sa = hk.quantize_fp8(torch.randn(m, k, device="cuda", generator=gen), scaling=mode)
+        b, sb = hk.quantize_fp8(torch.randn(n, k, device="cuda", generator=gen), scaling=mode,
+                                block_rows=128 if mode == "block" else 1)
+        if mode == "row":
+            ta, tb = sa.reshape(m, 1), sb.reshape(1, n)
+        elif mode == "block":
+            sa = sa.t().contiguous().t()
+            ta, tb = sa, sb.t()
+        else:
+            ta, tb = sa, sb
+        bf = torch.bfloat16
+        cases.append(Case("matmul_fp8", f"m{m}_n{n}_k{k}_e4m3_bf16_{mode}",
+                          lambda a=a, sa=sa, b=b, sb=sb: hk.matmul_fp8(a, sa, b, sb),
+                          lambda a=a, ta=ta, b=b, tb=tb: torch._scaled_mm(a, b.t(), ta, tb, out_dtype=bf),
+                          2.0 * m * n * k, _bytes(a, b) + m * n * 2, 2.0 ** -6 * math.sqrt(k), 1e-2, None))
     return cases
 
 
@@ -463,7 +496,7 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
     if torch is None or not torch.cuda.is_available():
         raise RuntimeError("hopperkit.bench needs torch with a CUDA device")
     cases = (_memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick) + _w4a16_cases(hk, quick) +
-             _conv_cases(hk, quick))
+             _fp8_cases(hk, quick) + _conv_cases(hk, quick))
     if not quick:
         cases += _attention_goal_cases(hk)
     if ops:

@@ -243,21 +243,28 @@ TEST(GemmFp8, BlockScalingBeatsTensorScalingWithOutliers) {
 TEST(GemmFp8, DispatchChoosesProductionRungs) {
   hktest::expect_production_choice("gemm_fp8");
   auto& reg = hk::Registry::get();
-  hk::GemmFp8Problem tensor(4096, 4096, 4096, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kTensor);
-  EXPECT_EQ(reg.pick(tensor).name(), "v07_wgmma_in_flight");
-  hk::GemmFp8Problem block(4096, 7168, 16384, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock);
-  EXPECT_EQ(reg.pick(block).name(), "v07_wgmma_in_flight");
-  hk::GemmFp8Problem row(4096, 4096, 4096, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kRow);
-  EXPECT_EQ(reg.pick(row).name(), "v07_wgmma_in_flight");
+  const auto e4 = DType::kF8E4M3;
+  // Aligned K-major operands: cuBLASLt in every scaling mode (on a GPU its heuristic has the last
+  // word; without one the rules its supports() states).
+  hk::GemmFp8Problem tensor(4096, 4096, 4096, e4, e4, DType::kBF16, Fp8Scaling::kTensor);
+  EXPECT_EQ(reg.pick(tensor).name(), "baseline_cublaslt");
+  hk::GemmFp8Problem block(4096, 7168, 16384, e4, e4, DType::kBF16, Fp8Scaling::kBlock);
+  EXPECT_EQ(reg.pick(block).name(), "baseline_cublaslt");
+  hk::GemmFp8Problem row(4096, 4096, 4096, e4, e4, DType::kBF16, Fp8Scaling::kRow);
+  EXPECT_EQ(reg.pick(row).name(), "baseline_cublaslt");
+  hk::GemmFp8Problem decode(64, 2112, 7168, e4, e4, DType::kBF16, Fp8Scaling::kBlock);
+  EXPECT_EQ(reg.pick(decode).name(), "baseline_cublaslt");
   for (const char* ladder : {"v02_wgmma_tensor_row", "v03_wgmma_block_scaled", "v06_cluster_multicast"})
     EXPECT_FALSE(reg.variant("gemm_fp8", ladder)->is(hk::kFlagProduction)) << ladder;
-  hk::GemmFp8Problem decode(64, 2112, 7168, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock);
-  EXPECT_EQ(reg.pick(decode).name(), "v05_split_k");  // 17 tiles over 56 k-blocks
-  hk::GemmFp8Problem short_k(64, 2112, 1024, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kTensor);
-  EXPECT_EQ(reg.pick(short_k).name(), "v07_wgmma_in_flight");  // 8 k-blocks: not worth a split
-  hk::GemmFp8Problem odd_k(17, 17, 1001, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kRow);
+  // What Lt's block-scaled kernels decline: K not a multiple of 128 (decode-like: split K), M not
+  // a multiple of 4.
+  hk::GemmFp8Problem decode_k(64, 2112, 7104, e4, e4, DType::kBF16, Fp8Scaling::kBlock);
+  EXPECT_EQ(reg.pick(decode_k).name(), "v05_split_k");  // 17 tiles over 56 k-blocks
+  hk::GemmFp8Problem odd_m(4098, 4096, 4096, e4, e4, DType::kBF16, Fp8Scaling::kBlock);
+  EXPECT_EQ(reg.pick(odd_m).name(), "v07_wgmma_in_flight");
+  hk::GemmFp8Problem odd_k(17, 17, 1001, e4, e4, DType::kBF16, Fp8Scaling::kRow);
   EXPECT_EQ(reg.pick(odd_k).name(), "v04_aligned_pack");
-  hk::GemmFp8Problem kn(128, 256, 512, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kBlock, true);
+  hk::GemmFp8Problem kn(128, 256, 512, e4, e4, DType::kBF16, Fp8Scaling::kBlock, true);
   EXPECT_EQ(reg.pick(kn).name(), "v04_aligned_pack");
 }
 

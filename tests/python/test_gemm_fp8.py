@@ -102,7 +102,7 @@ def test_family_registered():
             "v04_aligned_pack", "v05_split_k", "v06_cluster_multicast", "v07_wgmma_in_flight"} <= set(rungs)
     assert "reference" in rungs["v01_dequant_naive"].flags
     assert "baseline" in rungs["baseline_cublaslt"].flags
-    for name in ("v04_aligned_pack", "v05_split_k", "v07_wgmma_in_flight"):
+    for name in ("baseline_cublaslt", "v04_aligned_pack", "v05_split_k", "v07_wgmma_in_flight"):
         assert "production" in rungs[name].flags
     for name in ("v02_wgmma_tensor_row", "v03_wgmma_block_scaled", "v06_cluster_multicast"):
         assert "production" not in rungs[name].flags

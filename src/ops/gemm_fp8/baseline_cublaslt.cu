@@ -1,32 +1,42 @@
 // gemm_fp8/baseline_cublaslt.cu
 //
-// Peer: cublasLtMatmul on FP8 operands (CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2) with f32 scale
-// pointers: per-tensor (CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, A/B_SCALE_POINTER) and
-// row-wise (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F), a BIAS epilogue for the bias, f32
-// accumulation with Lt's default (non-"fast") accumulation. Row-major D = sa sb A B^T is issued
-// as column-major D^T = B A^T: Lt's "A" is our B ([N, K], K contiguous: op T) and its "B" our A
-// (op N) — the TN form Lt's FP8 kernels require — so Lt's A scale is sb and its B scale sa.
+// cublasLtMatmul on FP8 operands (CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2) with f32 scale pointers in
+// every scaling mode: per-tensor (CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F), row-wise
+// (OUTER_VEC_32F) and DeepSeek-V3 block-wise (VEC128_32F on A's 1 x 128 tiles, BLK128x128_32F on
+// B's 128 x 128 tiles); a BIAS epilogue for the bias; f32 accumulation with Lt's default
+// (promoted, non-"fast") accumulation. Row-major D = sa sb A B^T is issued as column-major
+// D^T = B A^T: Lt's "A" is our B ([N, K], K contiguous: op T) and its "B" our A (op N), the TN
+// form Lt's FP8 kernels require, so Lt's A scale is sb and its B scale sa.
+// Block-wise scale layouts (measured against the fp64 product, H200, cuBLASLt 13.0): Lt reads
+// sa M-major ([K/128][M], the transpose of this op's [M, K/128]) and sb as [N/128][K/128] row-major
+// with its rows padded to a multiple of 4 floats (16 bytes).
+// Scales in any other strides are copied into that layout first (M K/128 + N/128 K/128 floats,
+// one small kernel). Lt's block-scaled kernels take K a multiple of 128 and M a multiple of 4
+// (the M-major sa has no leading-dimension attribute, so its columns must stay 16-byte aligned);
+// the heuristic declines the rest.
+// Serves the public op where it is the fastest route (dispatch.cpp): Lt's nvjet kernels run
+// per-tensor 4096^3 at 1.4x this library's own wgmma kernels (H200, 2026-12-03, docs/gemm_fp8.md).
 // The heuristic's first algorithm is cached per problem; supports() asks the heuristic (when a
 // GPU is present) whether any algorithm exists, so a pairing Lt lacks (e5m2 x e5m2) or a mode
 // this cuBLASLt does not run on the device is declined rather than failed.
-// Block-wise scales: cuBLASLt 13 declares VEC128_32F and BLK128x128_32F modes; they are not
-// wired here (their scale-tensor layouts are not the DeepSeek-V3 [M, K/128] / [N/128, K/128]
-// row-major ones this op takes), so the baseline declines block-wise problems.
 // Needs: A and B K-major, 16-byte aligned, row strides and K multiples of 16; contiguous
 // row-wise scales; M, N, K below 2^31.
 // Run:   hk bench gemm_fp8 --variant baseline_cublaslt --shape 4096x4096x4096:tensor
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "common/launch.cuh"
 #include "core/cublas.hpp"
 #include "core/scratch.hpp"
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
-namespace hk::gemm_fp8_baseline_cublaslt {
+namespace hk {
+namespace gemm_fp8_baseline_cublaslt {
 namespace {
 
 std::string lt_error(cublasStatus_t s, const char* what) {
@@ -102,10 +112,13 @@ Plan make_plan(const GemmFp8Problem& p) {
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
   check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
-  if (p.scaling == Fp8Scaling::kRow) {
-    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)), "A_SCALE_MODE");
-    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)), "B_SCALE_MODE");
+  if (p.scaling != Fp8Scaling::kTensor) {
+    // Lt's A is our B (sb), Lt's B our A (sa).
+    const bool block = p.scaling == Fp8Scaling::kBlock;
+    const int32_t mode_a = block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    const int32_t mode_b = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a, sizeof(mode_a)), "A_SCALE_MODE");
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b, sizeof(mode_b)), "B_SCALE_MODE");
   }
   if (p.has_bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
@@ -132,6 +145,15 @@ Plan make_plan(const GemmFp8Problem& p) {
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_in, 4), "ALIGN_B");
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, 4), "ALIGN_C");
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, 4), "ALIGN_D");
+  // The heuristic refuses a null scale pointer in the vector and block modes ("an unsupported
+  // value or parameter"); it only needs one to be set. The real pointers are set per call.
+  if (p.scaling != Fp8Scaling::kTensor) {
+    const void* placeholder = reinterpret_cast<const void*>(uintptr_t(256));
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof(placeholder)),
+         "A_SCALE_POINTER");
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof(placeholder)),
+         "B_SCALE_POINTER");
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   if (plan.error.empty() &&
@@ -157,9 +179,37 @@ const Plan& plan_of(const GemmFp8Problem& p) {
 GemmFp8Problem problem_of(const GemmFp8Args& g) {
   GemmFp8Problem p(g.m, g.n, g.k, g.a_dtype, g.b_dtype, g.out_dtype, g.scaling);
   p.a_s0 = g.a_s0, p.a_s1 = g.a_s1, p.b_s0 = g.b_s0, p.b_s1 = g.b_s1, p.ldd = g.ldd;
+  p.sa_s0 = g.sa_s0, p.sa_s1 = g.sa_s1, p.sb_s0 = g.sb_s0, p.sb_s1 = g.sb_s1;
   p.has_bias = g.bias != nullptr;
   p.align_bytes = std::min(TensorView(g.a, g.a_dtype, {1}).alignment(), TensorView(g.b, g.b_dtype, {1}).alignment());
   return p;
+}
+
+// Whether block-wise scales already lie as Lt reads them: sa M-major ([K/128][M]), sb
+// [N/128][K/128] row-major with rows of sb_lt_ld(kb) floats (measured: a row stride of K/128 when
+// that is not a multiple of 4 reads the wrong scales).
+int64_t sb_lt_ld(int64_t kb) { return (kb + 3) / 4 * 4; }
+bool sa_lt_layout(const GemmFp8Args& g, int64_t kb) { return (g.m == 1 || g.sa_s0 == 1) && (kb == 1 || g.sa_s1 == g.m); }
+bool sb_lt_layout(const GemmFp8Args& g, int64_t nb, int64_t kb) {
+  return (kb == 1 || g.sb_s1 == 1) && (nb == 1 || g.sb_s0 == sb_lt_ld(kb));
+}
+
+// sa_out[kb][i] = sa[i, kb] (when sa_out is set) and sb_out[j][kb] = sb[j, kb] (rows ldb apart,
+// when sb_out is set), from scales in any strides; one thread per value.
+__global__ void gemm_fp8_lt_block_scales_kernel(const float* __restrict__ sa, int64_t sa_s0, int64_t sa_s1,
+                                                float* __restrict__ sa_out, int64_t m, const float* __restrict__ sb,
+                                                int64_t sb_s0, int64_t sb_s1, float* __restrict__ sb_out, int64_t nb,
+                                                int64_t kb, int64_t ldb) {
+  const int64_t na = sa_out ? m * kb : 0, total = na + (sb_out ? nb * kb : 0);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    if (i < na) {
+      const int64_t k = i / m, r = i % m;
+      sa_out[i] = sa[r * sa_s0 + k * sa_s1];
+    } else {
+      const int64_t j = (i - na) / kb, k = (i - na) % kb;
+      sb_out[j * ldb + k] = sb[j * sb_s0 + k * sb_s1];
+    }
+  }
 }
 
 void gemm_fp8_baseline_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream) {
@@ -170,10 +220,30 @@ void gemm_fp8_baseline_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream
   if (!plan.error.empty()) HK_THROW(kNotSupported, plan.error);
   if (d_rows_16b(p) && reinterpret_cast<uintptr_t>(g.d) % 16 != 0)
     HK_THROW(kNotSupported, "gemm_fp8/baseline_cublaslt: cuBLASLt's FP8 kernels need D 16-byte aligned");
+  // Block-wise scales in other strides: copied into Lt's layouts (queued before the matmul; the
+  // workspace is released after both are queued).
+  const float *sa = g.sa, *sb = g.sb;
+  std::optional<detail::StreamWorkspace> scales;
+  if (g.scaling == Fp8Scaling::kBlock) {
+    const int64_t kb = p.k_blocks(), nb = p.n_blocks();
+    const bool copy_a = !sa_lt_layout(g, kb), copy_b = !sb_lt_layout(g, nb, kb);
+    if (copy_a || copy_b) {
+      const int64_t na = copy_a ? (g.m * kb + 63) / 64 * 64 : 0;  // keeps sb's copy 256-byte aligned
+      scales.emplace(stream, "gemm_fp8_lt_block_scales", std::max<int64_t>(na + (copy_b ? nb * sb_lt_ld(kb) : 0), 64) * 4);
+      float* sa_out = copy_a ? static_cast<float*>(scales->get()) : nullptr;
+      float* sb_out = copy_b ? static_cast<float*>(scales->get()) + na : nullptr;
+      const int64_t items = (copy_a ? g.m * kb : 0) + (copy_b ? nb * kb : 0);
+      gemm_fp8_lt_block_scales_kernel<<<grid_for(ceil_div(items, 256)), 256, 0, stream>>>(
+          g.sa, g.sa_s0, g.sa_s1, sa_out, g.m, g.sb, g.sb_s0, g.sb_s1, sb_out, nb, kb, sb_lt_ld(kb));
+      HK_CHECK_LAUNCH("gemm_fp8_lt_block_scales_kernel");
+      if (copy_a) sa = sa_out;
+      if (copy_b) sb = sb_out;
+    }
+  }
   // Pointers change per call; the descriptor is shared, so they are set under the lock.
-  check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.sb, sizeof(g.sb)),
+  check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof(sb)),
            "A_SCALE_POINTER");
-  check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.sa, sizeof(g.sa)),
+  check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof(sa)),
            "B_SCALE_POINTER");
   if (g.bias)
     check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)),
@@ -186,14 +256,15 @@ void gemm_fp8_baseline_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream
 }
 
 std::string gemm_fp8_baseline_cublaslt_supports(const GemmFp8Problem& p) {
-  if (p.scaling == Fp8Scaling::kBlock)
-    return "gemm_fp8: the cuBLASLt baseline takes per-tensor and row-wise scales (block-wise: not wired)";
   if (p.a_s1 != 1 || p.b_s1 != 1) return "gemm_fp8: cuBLASLt's FP8 kernels need A and B K-major (the TN form)";
   if (p.k % 16 != 0 || p.a_s0 % 16 != 0 || p.b_s0 % 16 != 0 || p.align_bytes < 16)
     return "gemm_fp8: cuBLASLt's FP8 kernels need K, the row strides and the bases of A and B in 16-byte units, got "
            "K=" + std::to_string(p.k);
   if (p.scaling == Fp8Scaling::kRow && ((p.sa_s0 != 1 && p.m > 1) || (p.sb_s0 != 1 && p.n > 1)))
     return "gemm_fp8: cuBLASLt's row-wise scale vectors must be contiguous";
+  if (p.scaling == Fp8Scaling::kBlock && (p.k % kFp8ScaleBlock != 0 || p.m % 4 != 0))
+    return "gemm_fp8: cuBLASLt's block-scaled kernels need K a multiple of 128 and M a multiple of 4, got " +
+           std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
   for (int64_t v : {p.m, p.n, p.k, p.a_s0, p.b_s0, p.ldd})
     if (v > INT_MAX) return "gemm_fp8: cuBLASLt takes sizes below 2^31, got " + std::to_string(v);
   if (!no_gpu_reason().empty()) return "";  // the heuristic needs a device; the rules above are what is known
@@ -204,8 +275,19 @@ std::string gemm_fp8_baseline_cublaslt_supports(const GemmFp8Problem& p) {
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "baseline_cublaslt",
-                    "cublasLtMatmul on e4m3/e5m2 with per-tensor or outer-vector (row-wise) f32 scale pointers, "
-                    "BIAS epilogue, cached heuristic choice",
-                    90, kFlagBaseline, gemm_fp8_baseline_cublaslt_supports, gemm_fp8_baseline_cublaslt_launch);
+                    "cublasLtMatmul on e4m3/e5m2 with per-tensor, outer-vector (row-wise) or 1x128 / 128x128 "
+                    "block f32 scales, BIAS epilogue, cached heuristic choice",
+                    90, kFlagBaseline | kFlagProduction, gemm_fp8_baseline_cublaslt_supports, gemm_fp8_baseline_cublaslt_launch);
 
-}  // namespace hk::gemm_fp8_baseline_cublaslt
+}  // namespace gemm_fp8_baseline_cublaslt
+
+bool gemm_fp8_cublaslt_takes(const GemmFp8Args& g) {
+  using namespace gemm_fp8_baseline_cublaslt;
+  return gemm_fp8_baseline_cublaslt_supports(problem_of(g)).empty();
+}
+
+void gemm_fp8_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream) {
+  gemm_fp8_baseline_cublaslt::gemm_fp8_baseline_cublaslt_launch(g, stream);
+}
+
+}  // namespace hk

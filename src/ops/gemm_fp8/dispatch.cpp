@@ -1,9 +1,10 @@
 // gemm_fp8/dispatch.cpp — which kernel hk::gemm_fp8 (and hk.matmul_fp8) runs, and why.
 //
 // Routes are tried in order; the first whose supports() accepts the problem runs. Every route is
-// a production rung. H200, 2026-12-02 (docs/gemm_fp8.md): v07 922 / 1000 TFLOP/s per-tensor at
-// 4096^3 / 8192^3 (v02 897 / 951), 919 block-wise at 4096x7168x16384 (v03 774); v05 22.4 us at
-// 64x2112x7168 (v03: 37.3).
+// a production rung. On Hopper cuBLASLt's FP8 kernels are ahead of this library's own wgmma
+// kernels in every scaling mode on aligned operands (H200, 2026-12-03, timed in one process,
+// docs/gemm_fp8.md): per-tensor 4096^3 1346 against v07's 950 TFLOP/s. v07 and v05 serve what
+// Lt declines: e5m2 x e5m2, block-wise K that is not a multiple of 128 or M not a multiple of 4.
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
 namespace hk {
@@ -11,6 +12,9 @@ namespace {
 
 std::vector<Route> gemm_fp8_dispatch(const GemmFp8Problem& p) {
   std::vector<Route> routes;
+  // K-major operands with 16-byte rows, in a mode and pairing Lt's heuristic runs.
+  routes.push_back({"baseline_cublaslt", "cuBLASLt's FP8 kernels: 1.4x v07 per-tensor at 4096^3 (1346 vs 950 "
+                                         "TFLOP/s); block-wise scales copied into Lt's layout when needed"});
   // Few 128 x 128 tiles over a long K (decode-like: 64 x 2112 x 7168 is 17 tiles for 132 SMs):
   // K split over the CTAs, partial sums added in f32.
   if (gemm_fp8_prefers_split_k(p.m, p.n, p.k))
@@ -19,13 +23,12 @@ std::vector<Route> gemm_fp8_dispatch(const GemmFp8Problem& p) {
   // Operands TMA reads as given (K-major, 16-byte rows and bases): FP8 wgmma with f32 promotion
   // per 128-deep k-block, the next k-block's wgmma in flight during the promotion, the scales
   // where the scaling mode puts them.
-  routes.push_back({"v07_wgmma_in_flight", "K-major 16-byte rows: FP8 wgmma, k-block kb+1 in flight while kb is "
-                                           "promoted (1.19x v03 block-wise at 4096x7168x16384, 1.05x v02 "
-                                           "per-tensor at 8192^3)"});
+  routes.push_back({"v07_wgmma_in_flight", "K-major 16-byte rows that cuBLASLt declines: FP8 wgmma, k-block kb+1 in "
+                                           "flight while kb is promoted"});
   // Everything else (K % 16 != 0, padded or unaligned rows, a [K, N] weight): one K-major copy of
   // the offending operand, then the routes above.
   routes.push_back({"v04_aligned_pack", "operands TMA cannot read K-major as given: copied once into 16-byte rows, "
-                                        "then the wgmma kernel"});
+                                        "then cuBLASLt or the wgmma kernels"});
   return routes;
 }
 

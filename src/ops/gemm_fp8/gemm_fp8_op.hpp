@@ -100,8 +100,11 @@ std::string gemm_fp8_tma_supports(const GemmFp8Problem& p);
 // and 16 or more 128-deep k-blocks. The dispatch and the packing rung both ask.
 bool gemm_fp8_prefers_split_k(int64_t m, int64_t n, int64_t k);
 
-// The launchers of the wgmma rungs the dispatch picks (gemm_fp8/v05_split_k.cu,
-// v07_wgmma_in_flight.cu): the packing rung runs them on its K-major copies.
+// The launchers of the routes the dispatch picks for K-major operands (gemm_fp8/baseline_cublaslt.cu,
+// v05_split_k.cu, v07_wgmma_in_flight.cu): the packing rung runs them on its K-major copies.
+// gemm_fp8_cublaslt_takes: whether cuBLASLt runs these operands (its supports() on them).
+bool gemm_fp8_cublaslt_takes(const GemmFp8Args& g);
+void gemm_fp8_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream);
 void gemm_fp8_v05_launch(const GemmFp8Args& g, cudaStream_t stream);
 void gemm_fp8_v07_launch(const GemmFp8Args& g, cudaStream_t stream);
 

@@ -3,8 +3,9 @@
 // Rung 4: any layout. An operand the TMA rungs cannot read as given — K not a multiple of 16
 // (rows not whole 16-byte units), a padded row stride that is not, an unaligned base, or a
 // weight stored [K, N] row-major (N-contiguous: the transposed view) — is copied once into
-// K-major scratch with 16-byte rows, then the kernel the dispatch picks for K-major operands
-// runs on the copy (v05 for few tiles over a long K, else v03 block-wise or v02). The scales are read where they are (any strides), and so is D (any leading
+// K-major scratch with 16-byte rows, then the route the dispatch picks for K-major operands
+// runs on the copy (cuBLASLt where it takes the problem, else v05 for few tiles over a long K,
+// else v07). The scales are read where they are (any strides), and so is D (any leading
 // stride: the wgmma rungs store from registers).
 // Adds over v02/v03: the op's whole contract (any M, N, K >= 1, any strides) at the price of one
 // pass over the repacked operand (M K or N K bytes read and written; a transposed B is read with
@@ -43,10 +44,11 @@ bool tma_ready(const void* p, int64_t s0, int64_t s1) {
   return s1 == 1 && s0 % 16 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// The TMA kernel the dispatch would pick for K-major operands: v05 for few tiles over a long K,
-// else v07.
-void run_wgmma(const GemmFp8Args& q, cudaStream_t stream) {
-  if (gemm_fp8_prefers_split_k(q.m, q.n, q.k)) gemm_fp8_v05_launch(q, stream);
+// The route the dispatch would pick for K-major operands: cuBLASLt, else v05 for few tiles over
+// a long K, else v07.
+void run_k_major(const GemmFp8Args& q, cudaStream_t stream) {
+  if (gemm_fp8_cublaslt_takes(q)) gemm_fp8_cublaslt_launch(q, stream);
+  else if (gemm_fp8_prefers_split_k(q.m, q.n, q.k)) gemm_fp8_v05_launch(q, stream);
   else gemm_fp8_v07_launch(q, stream);
 }
 
@@ -71,10 +73,10 @@ void gemm_fp8_v04_launch(const GemmFp8Args& g, cudaStream_t stream) {
       next = static_cast<uint8_t*>(ws.get()) + bytes_a;
     }
     if (pack_b) pack(g.b, g.b_s0, g.b_s1, g.n, q.b, q.b_s0, q.b_s1);
-    run_wgmma(q, stream);
+    run_k_major(q, stream);
     return;  // the workspace is released after the launches that use it are queued
   }
-  run_wgmma(q, stream);
+  run_k_major(q, stream);
 }
 
 std::string gemm_fp8_v04_supports(const GemmFp8Problem& p) {
@@ -87,7 +89,7 @@ std::string gemm_fp8_v04_supports(const GemmFp8Problem& p) {
 
 HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v04_aligned_pack",
                     "any layout: operands TMA cannot read K-major are copied into 16-byte-row scratch (a [K, N] "
-                    "weight transposed), then v02 / v03 / v05 run on the copies",
+                    "weight transposed), then cuBLASLt, v05 or v07 run on the copies",
                     90, kFlagProduction, gemm_fp8_v04_supports, gemm_fp8_v04_launch);
 
 }  // namespace hk::gemm_fp8_v04_aligned_pack
