@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _C
+from . import _C, _core
 from ._core import launch, numpy_dtype, torch, torch_dtype
 
 #: Annotation (as written in a declaration) -> torch schema type.
@@ -56,10 +56,16 @@ def new_like(x: Any, shape: Any = None, dtype: str | None = None) -> Any:
     """An uninitialized, contiguous output for a declaration: ``x``'s shape, dtype and device
     unless ``shape`` or ``dtype`` (a hopperkit name: "f32", "bf16", ...) say otherwise.
     Works for torch tensors (real or fake) and NumPy arrays alike."""
-    shape = tuple(x.shape) if shape is None else tuple(shape)
     if isinstance(x, np.ndarray):
+        shape = x.shape if shape is None else tuple(shape)
         return np.empty(shape, dtype=x.dtype if dtype is None else numpy_dtype(dtype))
-    return torch.empty(shape, dtype=x.dtype if dtype is None else torch_dtype(dtype), device=x.device)
+    if shape is None:
+        # An output of the input's shape: torch.empty_like parses its arguments faster than
+        # torch.empty(shape, dtype=, device=) does (about 1.7 us against 2.4 us per call on a
+        # CPU host).
+        return torch.empty_like(x, dtype=None if dtype is None else torch_dtype(dtype),
+                                memory_format=torch.contiguous_format)
+    return torch.empty(tuple(shape), dtype=x.dtype if dtype is None else torch_dtype(dtype), device=x.device)
 
 
 def _default_text(value: Any) -> str:
@@ -109,6 +115,11 @@ def rows_layout_ok(t: Any) -> bool:
     contiguous."""
     if t.numel() == 0 or t.dim() == 0:
         return True
+    if t.is_contiguous() and t.stride(-1) == 1:
+        # The common case, decided by torch's cached flag: a contiguous tensor's leading dims
+        # collapse into rows of exactly the row length (torch ignores the stride of a size-1
+        # dim, hence the check of the last one, which the kernels read with stride 1).
+        return True
     shape, strides = t.shape, t.stride()
     if strides[-1] != 1:
         return False
@@ -133,6 +144,8 @@ def matrix_layout_ok(t: Any) -> bool:
     over. Vectors (the bias) must be contiguous; other ranks pass to C++, which names the error."""
     if t.numel() == 0 or t.dim() not in (1, 2, 3):
         return True
+    if t.is_contiguous() and t.stride(-1) == 1:
+        return True  # row-major with packed rows (the common case; see rows_layout_ok)
     if t.dim() == 1:
         return t.shape[0] == 1 or t.stride(0) == 1
     rows, cols = t.shape[-2], t.shape[-1]
@@ -146,7 +159,8 @@ def matrix_layout_ok(t: Any) -> bool:
 
 #: kernel_op(layout=...) -> which torch tensor inputs pass to C++ as they are (others are copied).
 _LAYOUTS = {
-    "contiguous": lambda t: t.is_contiguous(),
+    # The method itself where torch is present: no Python frame per call.
+    "contiguous": torch.Tensor.is_contiguous if torch is not None else (lambda t: t.is_contiguous()),
     "rows": rows_layout_ok,
     "matrix": matrix_layout_ok,
 }
@@ -176,30 +190,42 @@ def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None
         fixed = dict(attrs or {})
 
         n_params = len(params)
-        defaults = [p.default for p in params]
+        defaults = tuple(p.default for p in params)
         # Positional parameters with defaults trail the ones without (Python's rule): a call that
         # passes at least the required ones positionally needs only the trailing defaults.
         positional = all(p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
         n_required = sum(d is inspect.Parameter.empty for d in defaults) if positional else n_params
 
-        def values_of(args: tuple) -> list:
-            # Every parameter's value in order, defaults filled in. The common call passes them all
-            # positionally (call() and torch's dispatcher do): no inspect.Signature.bind, which
-            # cost a fifth of the op's host time.
-            if len(args) == n_params:
-                return list(args)
-            if n_required <= len(args) < n_params:
-                return list(args) + defaults[len(args):]
+        # Where the inputs and the attributes sit among the parameters, read once here rather than
+        # zipped per call.
+        tensor_at = tuple(i for i, t in enumerate(is_tensor) if t)
+        optional_tensors = any(p.annotation == "Tensor | None" for p in params)
+        attr_at = tuple((i, p.name) for i, (p, t) in enumerate(zip(params, is_tensor)) if not t)
+
+        def values_of(args: tuple) -> tuple:
+            # Every parameter's value in order, defaults filled in. The common calls pass them
+            # positionally: all of them (call() does) or all but the trailing ones left at their
+            # defaults (torch's dispatcher drops those). No inspect.Signature.bind for either,
+            # which cost a fifth of the op's host time.
+            n = len(args)
+            if n == n_params:
+                return args
+            if n_required <= n < n_params:
+                return args + defaults[n:]
             bound = sig.bind(*args)  # raises the TypeError a wrong call deserves
             bound.apply_defaults()
-            return list(bound.arguments.values())
+            return tuple(bound.arguments.values())
 
         def split(args: tuple) -> tuple[list, dict]:
             values = values_of(args)
-            tensors = [v for v, t in zip(values, is_tensor) if t and v is not None]
+            if optional_tensors:
+                tensors = [values[i] for i in tensor_at if values[i] is not None]
+            else:
+                tensors = [values[i] for i in tensor_at]
             # An attribute given as None is absent: the family's make_problem default applies.
-            attr_values = {p.name: v for p, v, t in zip(params, values, is_tensor) if not t and v is not None}
-            attr_values.update(fixed)
+            attr_values = {name: values[i] for i, name in attr_at if values[i] is not None}
+            if fixed:
+                attr_values.update(fixed)
             return tensors, attr_values
 
         def numpy_path(args: tuple) -> Any:
@@ -221,8 +247,25 @@ def kernel_op(family: str, *, name: str | None = None, attrs: dict | None = None
                 if kwargs:
                     args = tuple(sig.bind(*args, **kwargs).args)
                 outputs = declare(*args)
-                flat = _flat(outputs)
+                flat = outputs if isinstance(outputs, tuple) else (outputs,)
                 tensors, attr_values = split(args)
+                # The common case in one pass over the inputs, straight to the bindings: every
+                # input a CUDA tensor on one device, in a layout the kernels take, none empty.
+                # Anything else takes the general path below (copies, the device error, the
+                # reference). get_device() is an int; t.device builds a torch.device per call,
+                # and reading its .type costs another 0.6 us or so.
+                index = tensors[0].get_device() if tensors and tensors[0].is_cuda else -1
+                if index >= 0:
+                    for i, t in enumerate(tensors):
+                        if not (t.is_cuda and t.get_device() == index and takes_as_is(t)) or t.numel() == 0:
+                            break
+                        if t.requires_grad:
+                            tensors[i] = t.detach()  # DLPack refuses tensors that require grad
+                    else:
+                        # The outputs are the declaration's fresh new_like tensors: none requires
+                        # grad. The bindings make the device current for the launch.
+                        _C.launch(family, "", tensors, flat, attr_values, _core._raw_stream(index))
+                        return outputs
                 tensors = [t if takes_as_is(t) else t.contiguous() for t in tensors]
                 for i, t in enumerate(tensors):
                     if t.device != tensors[0].device:

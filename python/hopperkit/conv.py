@@ -48,10 +48,11 @@ def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride_h: int
             pad_top: int = 0, pad_bottom: int = 0, pad_left: int = 0, pad_right: int = 0, dilation_h: int = 1,
             dilation_w: int = 1, groups: int = 1, layout: str = "nchw") -> Tensor:
     nhwc = layout == "nhwc"
-    n = x.shape[0]
-    h, w = (x.shape[1], x.shape[2]) if nhwc else (x.shape[2], x.shape[3])
-    cout = weight.shape[0]
-    kh, kw = (weight.shape[1], weight.shape[2]) if nhwc else (weight.shape[2], weight.shape[3])
+    xs, ws = x.shape, weight.shape  # each .shape read builds a torch.Size
+    n = xs[0]
+    h, w = (xs[1], xs[2]) if nhwc else (xs[2], xs[3])
+    cout = ws[0]
+    kh, kw = (ws[1], ws[2]) if nhwc else (ws[2], ws[3])
     oh = _out_size(h, kh, stride_h, pad_top, pad_bottom, dilation_h)
     ow = _out_size(w, kw, stride_w, pad_left, pad_right, dilation_w)
     return new_like(x, shape=(n, oh, ow, cout) if nhwc else (n, cout, oh, ow))
@@ -105,6 +106,8 @@ _conv2d.register_autograd(_conv2d_grad, setup_context=_conv2d_setup_context)
 
 
 def _pair(v: Any, name: str) -> tuple[int, int]:
+    if type(v) is int:  # the common argument, decided without the isinstance and int() calls
+        return v, v
     if isinstance(v, (tuple, list)):
         if len(v) != 2:
             raise ValueError(f"hk.conv2d: {name} must be an int or a pair, got {v!r}")
@@ -112,9 +115,11 @@ def _pair(v: Any, name: str) -> tuple[int, int]:
     return int(v), int(v)
 
 
-def _padding(padding: Any, kernel: tuple[int, int], stride: tuple[int, int],
+def _padding(padding: Any, weight: Any, stride: tuple[int, int],
              dilation: tuple[int, int]) -> tuple[int, int, int, int]:
     """(top, bottom, left, right) as F.conv2d pads: 'same' puts the odd pixel on the bottom/right."""
+    if type(padding) is int:
+        return padding, padding, padding, padding
     if isinstance(padding, str):
         if padding == "valid":
             return 0, 0, 0, 0
@@ -123,7 +128,7 @@ def _padding(padding: Any, kernel: tuple[int, int], stride: tuple[int, int],
         if stride != (1, 1):
             raise ValueError(f"hk.conv2d: padding='same' is not supported for strided convolutions (stride {stride})")
         out = []
-        for k, d in zip(kernel, dilation):
+        for k, d in zip((int(weight.shape[2]), int(weight.shape[3])), dilation):
             total = d * (k - 1)
             out += [total // 2, total - total // 2]
         return out[0], out[1], out[2], out[3]
@@ -153,8 +158,7 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
                          f"{tuple(getattr(x, 'shape', ()))} and {tuple(getattr(weight, 'shape', ()))}")
     sh, sw = _pair(stride, "stride")
     dh, dw = _pair(dilation, "dilation")
-    kernel = (int(weight.shape[2]), int(weight.shape[3]))
-    pt, pb, pl, pr = _padding(padding, kernel, (sh, sw), (dh, dw))
+    pt, pb, pl, pr = _padding(padding, weight, (sh, sw), (dh, dw))
     groups = int(groups)
     if _channels_last(x):
         y = _conv2d(x.permute(0, 2, 3, 1), weight.permute(0, 2, 3, 1), bias, sh, sw, pt, pb, pl, pr, dh, dw,
