@@ -13,14 +13,15 @@
 // four independent FMA chains; the zero point comes off the chunk's sum as (128 + z) * sum(x) and
 // the scale multiplies it once. Each (row, segment) sum lands in its own shared-memory cell and a
 // row's cells are added in a fixed order: bitwise deterministic.
-// Measured (H200, 2026-12-03, bf16, g128): 34.5 us at 1x8192x8192 where v02 takes 21.1 (an
-// earlier form with eight consumer warps, x widened per word and one FMA chain took 47.8). ncu:
-// DRAM throughput 23%, 4.2 warps per scheduler with 1.1 eligible, stalls spread over fixed-latency
-// dependencies (22%), the prologue's scale copies (17%, since moved to bulk copies), the CTA's
-// end (10%) and issue (25%): the ring keeps HBM's requests in flight, but sixteen warps per SM
-// cannot issue the dequantisation and FMAs fast enough to consume 4 TB/s. v02's 16 warps in four
-// independent blocks do better; the ring's natural consumer is the tensor-core math of v04, whose
-// main loop waits on its weight loads — the next step, not yet built.
+// Measured (H200, 2026-12-03, bf16, g128): 29.4 us at 1x8192x8192 where v02 takes 20.7, 12.7
+// against 9.3 at 4096^2 (an earlier form with eight consumer warps, x widened per word and one
+// FMA chain took 47.8; with scale copies by the consumers and integer divisions per item, 34.5).
+// ncu of that form: DRAM throughput 23%, 4.2 warps per scheduler with 1.1 eligible, stalls
+// spread over fixed-latency dependencies (22%), the prologue's scale copies (17%, since moved to
+// bulk copies), the CTA's end (10%) and issue (25%): the ring keeps HBM's requests in flight, but
+// sixteen warps per SM cannot issue the dequantisation and FMAs fast enough to consume 4 TB/s.
+// v02's 16 warps in four independent blocks do better; the ring's natural consumer is the
+// tensor-core math of v04, whose main loop waits on its weight loads: the next step, not yet built.
 // Needs: M = 1; rows layout; K a multiple of 32 with a row (K / 2 bytes) of at most 16 KB
 // (K <= 32768); qweight and x's rows 16-byte aligned; the CTA's scales, zero words and sums fit in
 // shared memory beside the ring.
@@ -84,7 +85,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_w4a16_v05_kernel(W4A16Args a
   const PipelineRing<kStages> ring = PipelineRing<kStages>::at(slots + size_t(kStages) * q.stage_bytes);
   uint64_t* params_bar = static_cast<uint64_t*>(ring.end());  // the CTA's scales and zero words have landed
   float* cells = reinterpret_cast<float*>(params_bar + 2);      // [rows_per_cta][segs]
-  auto align16 = [](void* p) { return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 15) & ~uintptr_t(15)); };
+  auto align16 = [](void* p) {
+    return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 15) & ~uintptr_t(15));
+  };
   uint32_t* zeros = reinterpret_cast<uint32_t*>(align16(cells + q.rows_per_cta * q.segs));  // [rows][zero_words]
   T* scales = reinterpret_cast<T*>(align16(zeros + (a.zeros ? q.rows_per_cta * a.zero_words : 0)));  // [rows][groups]
   using Pos = PipelineState<kStages, int>;
@@ -109,7 +112,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_w4a16_v05_kernel(W4A16Args a
       // The CTA's scales and zero words (a few KB) first, as two bulk copies when their byte
       // ranges are whole aligned 16-byte units; else the consumers copy them.
       if (q.bulk_params) {
-        const uint32_t sb = uint32_t(rows) * uint32_t(a.groups) * sizeof(T), zb = a.zeros ? uint32_t(rows) * uint32_t(a.zero_words) * 4 : 0;
+        const uint32_t sb = uint32_t(rows) * uint32_t(a.groups) * sizeof(T);
+        const uint32_t zb = a.zeros ? uint32_t(rows) * uint32_t(a.zero_words) * 4 : 0;
         ptx::mbar_arrive_expect_tx(params_bar, sb + zb);
         ptx::bulk_load(scales, static_cast<const T*>(a.scales) + n_begin * a.groups, sb, params_bar);
         if (zb) ptx::bulk_load(zeros, a.zeros + n_begin * a.zero_words, zb, params_bar);
@@ -138,7 +142,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_w4a16_v05_kernel(W4A16Args a
       for (int64_t i = threadIdx.x; i < int64_t(rows) * a.groups; i += kConsumerWarps * 32) scales[i] = gs[i];
       if (a.zeros) {
         const int32_t* gz = a.zeros + n_begin * a.zero_words;
-        for (int64_t i = threadIdx.x; i < int64_t(rows) * a.zero_words; i += kConsumerWarps * 32) zeros[i] = uint32_t(gz[i]);
+        for (int64_t i = threadIdx.x; i < int64_t(rows) * a.zero_words; i += kConsumerWarps * 32)
+          zeros[i] = uint32_t(gz[i]);
       }
       asm volatile("bar.sync 1, %0;" ::"r"(kConsumerWarps * 32) : "memory");  // consumers only
     }
