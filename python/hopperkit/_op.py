@@ -120,6 +120,13 @@ def rows_layout_ok(t: Any) -> bool:
         # collapse into rows of exactly the row length (torch ignores the stride of a size-1
         # dim, hence the check of the last one, which the kernels read with stride 1).
         return True
+    return rows_strides_ok(t)
+
+
+def rows_strides_ok(t: Any) -> bool:
+    """``rows_layout_ok`` from the strides alone (no contiguity shortcut)."""
+    if t.numel() == 0 or t.dim() == 0:
+        return True
     shape, strides = t.shape, t.stride()
     if strides[-1] != 1:
         return False
@@ -146,6 +153,13 @@ def matrix_layout_ok(t: Any) -> bool:
         return True
     if t.is_contiguous() and t.stride(-1) == 1:
         return True  # row-major with packed rows (the common case; see rows_layout_ok)
+    return matrix_strides_ok(t)
+
+
+def matrix_strides_ok(t: Any) -> bool:
+    """``matrix_layout_ok`` from the strides alone (no contiguity shortcut)."""
+    if t.numel() == 0 or t.dim() not in (1, 2, 3):
+        return True
     if t.dim() == 1:
         return t.shape[0] == 1 or t.stride(0) == 1
     rows, cols = t.shape[-2], t.shape[-1]

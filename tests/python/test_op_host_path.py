@@ -15,7 +15,7 @@ import pytest
 
 import hopperkit as hk
 from hopperkit import _C, _core
-from hopperkit._op import matrix_layout_ok, new_like, rows_layout_ok
+from hopperkit._op import matrix_layout_ok, matrix_strides_ok, new_like, rows_layout_ok, rows_strides_ok
 
 torch = pytest.importorskip("torch")
 
@@ -129,41 +129,6 @@ def test_what_the_common_case_leaves_to_the_general_path(launches, references):
     assert hk.row_sum(_cuda(torch.randn(3, 0))).tolist() == [0.0, 0.0, 0.0]
 
 
-def _rows_rule(t):
-    """rows_layout_ok without its shortcut for contiguous tensors."""
-    if t.numel() == 0 or t.dim() == 0:
-        return True
-    shape, strides = t.shape, t.stride()
-    if strides[-1] != 1:
-        return False
-    ld, expect = shape[-1], None
-    for d in range(t.dim() - 2, -1, -1):
-        if shape[d] == 1:
-            continue
-        if expect is None:
-            ld, expect = strides[d], strides[d] * shape[d]
-        elif strides[d] != expect:
-            return False
-        else:
-            expect *= shape[d]
-    return expect is None or ld >= shape[-1]
-
-
-def _matrix_rule(t):
-    """matrix_layout_ok without its shortcut for contiguous tensors."""
-    if t.numel() == 0 or t.dim() not in (1, 2, 3):
-        return True
-    if t.dim() == 1:
-        return t.shape[0] == 1 or t.stride(0) == 1
-    rows, cols = t.shape[-2], t.shape[-1]
-    row_stride, col_stride = t.stride(-2), t.stride(-1)
-    if col_stride == 1 or cols == 1:
-        return rows == 1 or row_stride >= cols
-    if row_stride == 1 or rows == 1:
-        return cols == 1 or col_stride >= rows
-    return False
-
-
 def test_layout_rules_shortcut_agrees_with_the_full_rules():
     rng = np.random.default_rng(7)
     base = torch.zeros(4096)
@@ -181,8 +146,8 @@ def test_layout_rules_shortcut_agrees_with_the_full_rules():
         cases.append(t)
     for t in cases:
         where = (tuple(t.shape), t.stride(), t.is_contiguous())
-        assert rows_layout_ok(t) == _rows_rule(t), where
-        assert matrix_layout_ok(t) == _matrix_rule(t), where
+        assert rows_layout_ok(t) == rows_strides_ok(t), where
+        assert matrix_layout_ok(t) == matrix_strides_ok(t), where
 
 
 def test_new_like_outputs_are_contiguous():
