@@ -1,4 +1,5 @@
-// common/launch.cuh — grid sizing and dtype dispatch shared by the launchers.
+// common/launch.cuh — grid sizing, the shared-memory opt-in and dtype dispatch shared by the
+// launchers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -6,6 +7,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "hk/device.hpp"
 #include "hk/error.hpp"
@@ -20,6 +24,37 @@ int resident_grid(Kernel kernel, int threads, size_t smem = 0) {
   int per_sm = 0;
   HK_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   return device_info().sm_count * (per_sm > 0 ? per_sm : 1);
+}
+
+namespace detail {
+// allow_dynamic_smem for any kernel: one map for every instantiation and translation unit.
+inline void allow_dynamic_smem(const void* kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> limit;  // the dynamic bytes a launch may use
+  int dev = 0;
+  HK_CHECK_CUDA(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = limit.find({kernel, dev});
+  if (it == limit.end()) {
+    // The default is 48 KiB less the kernel's static shared memory, so a size below 48 KiB
+    // may still need the opt-in.
+    cudaFuncAttributes attr{};
+    HK_CHECK_CUDA(cudaFuncGetAttributes(&attr, kernel));
+    it = limit.emplace(std::make_pair(kernel, dev), attr.maxDynamicSharedSizeBytes).first;
+  }
+  if (bytes <= static_cast<size_t>(it->second)) return;
+  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  it->second = static_cast<int>(bytes);
+}
+}  // namespace detail
+
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory on the current device. The
+// attribute is per (function, device) and only ever raised, to the largest size asked for, so
+// concurrent launches with different sizes cannot race; a call that changes nothing costs a
+// lock and a lookup instead of a driver call.
+template <class Kernel>
+void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  detail::allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -38,7 +38,6 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "attention/attention_op.hpp"
 #include "common/launch.cuh"
@@ -714,15 +713,7 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name,
   } else {
     if (thd) HK_THROW(kNotSupported, name, ": thd (variable length) is not instantiated for this rung");
   }
-  static const bool configured = [] {
-    std::vector<Kernel> all = {attention_hopper_kernel<T, C, true, false>, attention_hopper_kernel<T, C, false, false>};
-    if constexpr (thd_rung<P>())
-      all.insert(all.end(), {attention_hopper_kernel<T, C, true, true>, attention_hopper_kernel<T, C, false, true>});
-    for (Kernel k : all)
-      HK_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  allow_dynamic_smem(kernel, C::kSmemBytes);
   // One CTA per tile, or persistent: one CTA per SM (its shared memory and registers fill one),
   // each looping over tiles. The kernel is the same; the grid decides.
   const int64_t tiles = ceil_div(a.seqlen_q, C::kBlockM) * a.heads_q * a.batch;

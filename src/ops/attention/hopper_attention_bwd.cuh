@@ -642,12 +642,7 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   const CUtensorMap mdo =
       attn_hopper::operand_map(a.dout, a.dtype, a.seqlen_q, a.heads_q, a.batch, d, a.sdo, C::kBlockM);
   auto kernel = a.softcap > 0.f ? attention_v07_bwd_kernel<T, kD, true> : attention_v07_bwd_kernel<T, kD, false>;
-  static const bool configured = [] {
-    for (auto k : {attention_v07_bwd_kernel<T, kD, true>, attention_v07_bwd_kernel<T, kD, false>})
-      HK_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  allow_dynamic_smem(kernel, C::kSmemBytes);
   dim3 grid(static_cast<unsigned>(ceil_div(a.seqlen_k, C::kBlockN)), static_cast<unsigned>(a.heads_kv),
             static_cast<unsigned>(a.batch));
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(mq, mk, mv, mdo, p);

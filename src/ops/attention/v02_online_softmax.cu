@@ -387,7 +387,7 @@ template <class Kernel>
 void launch_items(Kernel kernel, size_t smem, int64_t items, cudaStream_t stream, const char* name,
                   const AttentionArgs& a, auto... rest) {
   if (items <= 0) return;
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   kernel<<<grid_for(items), kThreads, smem, stream>>>(a, rest...);
   HK_CHECK_LAUNCH(name);
 }

@@ -240,7 +240,7 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
     if (a.cu_q) HK_THROW(kNotSupported, "attention/v03_fa2_mma_sync: thd with D = ", kD);
   }
   constexpr size_t smem = Smem<kD>::kBytes;
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   dim3 grid(static_cast<unsigned>(ceil_div(a.seqlen_q, kBlockM)), static_cast<unsigned>(a.heads_q),
             static_cast<unsigned>(a.batch));
   kernel<<<grid, kThreads, smem, stream>>>(a);

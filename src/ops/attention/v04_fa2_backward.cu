@@ -445,11 +445,6 @@ __global__ void __launch_bounds__(kThreads, 1) attn_v04_dq_kernel(const Attentio
   }
 }
 
-template <class Kernel>
-void set_smem(Kernel k, size_t bytes) {
-  HK_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
 template <class T, int kD, bool kVarlen>
 void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   const int64_t rows = a.row_batches() * a.heads_q * a.row_seqlen();
@@ -465,19 +460,19 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   constexpr bool kV = kVarlen;
   if (a.deterministic) {
     auto k = attn_v04_dkv_kernel<T, kD, false, kV>;
-    set_smem(k, kv_smem);
+    allow_dynamic_smem(k, kv_smem);
     k<<<kv_grid, kThreads, kv_smem, stream>>>(a, delta.as<float>(), nullptr);
     HK_CHECK_LAUNCH("attn_v04_dkv_kernel");
     auto q = attn_v04_dq_kernel<T, kD, kV>;
     constexpr size_t q_smem = QSmem<kD>::kBytes;
-    set_smem(q, q_smem);
+    allow_dynamic_smem(q, q_smem);
     dim3 q_grid(static_cast<unsigned>(ceil_div(a.seqlen_q, kRowsQ)), static_cast<unsigned>(a.heads_q),
                 static_cast<unsigned>(a.batch));
     q<<<q_grid, kThreads, q_smem, stream>>>(a, delta.as<float>());
     HK_CHECK_LAUNCH("attn_v04_dq_kernel");
   } else {
     auto k = attn_v04_dkv_kernel<T, kD, true, kV>;
-    set_smem(k, kv_smem);
+    allow_dynamic_smem(k, kv_smem);
     k<<<kv_grid, kThreads, kv_smem, stream>>>(a, delta.as<float>(), dq_acc.as<float>());
     HK_CHECK_LAUNCH("attn_v04_dkv_kernel");
     attn_v04_dq_convert<T><<<grid_for(ceil_div(rows * kD, 256)), 256, 0, stream>>>(a, dq_acc.as<float>());

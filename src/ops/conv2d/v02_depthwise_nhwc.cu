@@ -151,8 +151,7 @@ void launch_with(const Conv2dArgs& a, cudaStream_t stream) {
   const int threads = kThreads / ct * ct;
   const size_t smem = sizeof(float) * size_t(a.kh * a.kw) * size_t(ct * V);
   auto kernel = conv2d_v02_depthwise_kernel<T, KW, V>;
-  if (smem > 48 * 1024)
-    HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  allow_dynamic_smem(kernel, smem);
   const int64_t groups = a.n * a.oh * ceil_div(a.ow, kPix);
   const dim3 grid(grid_for(ceil_div(groups, threads / ct)), unsigned(ceil_div(a.c, int64_t(ct) * V)));
   kernel<<<grid, threads, smem, stream>>>(a, ct);

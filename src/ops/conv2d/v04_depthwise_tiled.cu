@@ -283,11 +283,7 @@ void launch_with(const Conv2dArgs& a, cudaStream_t stream) {
   const Tiling t = tiling_for(a.n, a.c, a.oh, a.ow);
   constexpr size_t smem = kSmemBytes<T, K>;
   auto kernel = conv2d_v04_depthwise_kernel<T, K>;
-  static const bool attr = [&] {  // once per instantiation
-    HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return true;
-  }();
-  (void)attr;
+  allow_dynamic_smem(kernel, smem);
   const int threads = kQuads * t.tw / 2;
   static const int resident = resident_grid(kernel, kQuads * kMaxTw / 2, smem);  // per instantiation
   const int64_t grid = std::min<int64_t>(t.tiles, resident);

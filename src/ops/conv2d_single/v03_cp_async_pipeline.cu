@@ -104,8 +104,7 @@ template <class T, int KH, int KW>
 void launch_sized(const Conv2dSingleArgs& a, cudaStream_t stream) {
   const size_t smem = smem_bytes<T>(a.kh, a.kw);
   auto kernel = conv2d_single_v03_kernel<T, KH, KW>;
-  if (smem > 48 * 1024)
-    HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  allow_dynamic_smem(kernel, smem);
   const int64_t tiles = a.n * ceil_div(a.h, kTileH) * ceil_div(a.w, kTileW);
   const int blocks = static_cast<int>(std::min<int64_t>(tiles, resident_grid(kernel, kThreads, smem)));
   kernel<<<blocks, kThreads, smem, stream>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.k),

@@ -615,16 +615,16 @@ StreamKWorkspace stream_k_workspace(cudaStream_t stream) {
 template <class... Extra>
 using HopperKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, GemmArgs, Extra...);
 
-// Per-kernel facts computed once: the shared-memory opt-in and, for persistent grids, how many
-// clusters fit on the device at once.
+// How many clusters of `kernel` fit on the device at once (for persistent grids), computed once
+// per kernel, after the shared-memory opt-in (made on every device).
 template <class Cfg, class... Extra>
 int hopper_max_units(HopperKernel<Extra...> kernel) {
+  allow_dynamic_smem(kernel, Cfg::kSmemBytes);
   static std::mutex mu;
   static std::map<const void*, int> known;
   std::lock_guard<std::mutex> lock(mu);
   auto it = known.find(reinterpret_cast<const void*>(kernel));
   if (it != known.end()) return it->second;
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
   int units = device_info().sm_count / Cfg::kCluster;
   if constexpr (Cfg::kCluster > 1) {
     cudaLaunchConfig_t cfg{};

@@ -123,8 +123,7 @@ void gemm_v06_launch(const GemmArgs& g, cudaStream_t stream) {
       constexpr bool kACol = decltype(ac)::value, kBCol = decltype(bc)::value;
       constexpr int smem = kSmemBytes<!kACol, kBCol>;
       auto kernel = gemm_v06_kernel<decltype(t), kACol, kBCol>;
-      // NOTE: past the 48 KB default, dynamic shared memory needs this opt-in (per device; cheap).
-      HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      allow_dynamic_smem(kernel, smem);
       dim3 grid(gemm_impl::grid_dim(ceil_div(g.n, kBlockN), "N"), gemm_impl::grid_dim(ceil_div(g.m, kBlockM), "M"),
                 gemm_impl::grid_dim(g.batch, "batch"));
       kernel<<<grid, kThreads, smem, stream>>>(g);

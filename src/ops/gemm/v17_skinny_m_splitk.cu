@@ -336,17 +336,13 @@ template <class T, int kMTiles>
 void launch_tiles(const GemmArgs& g, cudaStream_t stream) {
   using Wide = Tile<4>;
   using Narrow = Tile<2>;
-  // NOTE: past the 48 KB default, dynamic shared memory needs this opt-in (per device; cheap).
-  static const auto active = [] {
-    std::array<std::array<int, kMaxCluster + 1>, 2> a;
-    auto wide = gemm_v17_kernel<T, kMTiles, Wide>;
-    auto narrow = gemm_v17_kernel<T, kMTiles, Narrow>;
-    HK_CHECK_CUDA(cudaFuncSetAttribute(wide, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kMTiles>));
-    HK_CHECK_CUDA(cudaFuncSetAttribute(narrow, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kMTiles>));
-    a[0] = active_clusters(wide, kSmemBytes<kMTiles>);
-    a[1] = active_clusters(narrow, kSmemBytes<kMTiles>);
-    return a;
-  }();
+  auto wide = gemm_v17_kernel<T, kMTiles, Wide>;
+  auto narrow = gemm_v17_kernel<T, kMTiles, Narrow>;
+  allow_dynamic_smem(wide, kSmemBytes<kMTiles>);
+  allow_dynamic_smem(narrow, kSmemBytes<kMTiles>);
+  // Measured once per instantiation, after the opt-in.
+  static const std::array<std::array<int, kMaxCluster + 1>, 2> active = {
+      {active_clusters(wide, kSmemBytes<kMTiles>), active_clusters(narrow, kSmemBytes<kMTiles>)}};
   Plan plan;
   consider<Wide>(g, active[0], plan);
   consider<Narrow>(g, active[1], plan);

@@ -373,16 +373,16 @@ inline CUtensorMap fp8_matrix_map(const void* base, int64_t rows, int64_t k, int
 }
 
 // How many clusters of kCluster CTAs of `kernel` the device runs at once (the SMs for
-// kCluster = 1; GPCs with an odd SM count leave SMs unpaired), after the shared-memory opt-in;
-// computed once per kernel.
+// kCluster = 1; GPCs with an odd SM count leave SMs unpaired), computed once per kernel, after
+// the shared-memory opt-in (made on every device).
 template <int kCluster, class Kernel>
 int fp8_max_units(Kernel kernel) {
+  allow_dynamic_smem(kernel, kSmemBytes);
   static std::mutex mu;
   static std::map<const void*, int> known;
   std::lock_guard<std::mutex> lock(mu);
   const auto it = known.find(reinterpret_cast<const void*>(kernel));
   if (it != known.end()) return it->second;
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   int units = device_info().sm_count / kCluster;
   if constexpr (kCluster > 1) {
     cudaLaunchConfig_t cfg{};

@@ -193,7 +193,7 @@ template <class T, bool kTiled, class C>
 void launch_config(const W4A16Args& a, cudaStream_t stream) {
   auto kernel = gemm_w4a16_v03_kernel<T, kTiled, C>;
   constexpr size_t smem = C::template smem<kTiled>();
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   const dim3 grid(static_cast<unsigned>(ceil_div(a.n, C::kBN)), static_cast<unsigned>(ceil_div(a.m, C::kBM)));
   kernel<<<grid, C::kThreads, smem, stream>>>(a);
   HK_CHECK_LAUNCH("gemm_w4a16_v03_kernel");

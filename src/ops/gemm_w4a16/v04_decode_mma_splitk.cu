@@ -423,7 +423,7 @@ void launch_config(const W4A16Args& a, cudaStream_t stream) {
   // groups a split's k range can touch: ceil(range / g) + 1, at most G
   sp.groups_cap = static_cast<int>(std::min<int64_t>(a.groups, ceil_div(int64_t(sp.max_tiles) * kTileK, a.group) + 1));
   const size_t smem = smem_bytes(8 * kMT, sp.max_tiles, sp.groups_cap);
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   std::unique_ptr<detail::StreamWorkspace> ws;
   if (sp.splits > 1) {
     ws = std::make_unique<detail::StreamWorkspace>(stream, "gemm_w4a16_v04_partials",

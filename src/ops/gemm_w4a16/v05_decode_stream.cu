@@ -27,8 +27,6 @@
 // shared memory beside the ring.
 // Run:   hk bench gemm_w4a16 --variant 'v02*,v05*' --shape 1x8192x8192
 #include <algorithm>
-#include <mutex>
-#include <set>
 
 #include "common/launch.cuh"
 #include "common/pipeline.cuh"
@@ -229,22 +227,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_w4a16_v05_kernel(W4A16Args a
   }
 }
 
-// The largest dynamic shared memory a kernel may use, set once per device and kernel.
-template <class Kernel>
-void allow_smem(Kernel kernel) {
-  static std::mutex mu;
-  static std::set<std::pair<const void*, int>> done;
-  int dev = 0;
-  HK_CHECK_CUDA(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  if (done.insert({reinterpret_cast<const void*>(kernel), dev}).second)
-    HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmem)));
-}
-
 template <class T>
 void launch_t(const W4A16Args& a, const Layout& l, cudaStream_t stream) {
   auto kernel = gemm_w4a16_v05_kernel<T>;
-  allow_smem(kernel);
+  allow_dynamic_smem(kernel, l.smem);
   // Bulk copies of each CTA's scales and zero words need 16-byte aligned starts and sizes: rows
   // of whole 16-byte units and 16-byte aligned bases.
   const int64_t sbytes = a.groups * int64_t(dtype_bits(a.dtype) / 8), zbytes = a.zero_words * 4;

@@ -90,7 +90,7 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
   if (!a.backward) {
     auto kernel = rmsnorm_v02_fwd_kernel<T>;
     size_t smem = static_cast<size_t>(a.dim * e);
-    HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    allow_dynamic_smem(kernel, smem);
     int blocks = static_cast<int>(std::min<int64_t>(a.rows, 1 << 20));
     kernel<<<blocks, kThreads, smem, s>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.g),
                                           static_cast<T*>(a.out), a.rstd_out, a.rows, a.dim, a.ld_x, a.ld_out, a.eps);
@@ -99,7 +99,7 @@ void run(const RmsNormArgs& a, cudaStream_t s) {
   }
   auto kernel = rmsnorm_v02_bwd_kernel<T>;
   size_t smem = static_cast<size_t>(a.dim * (2 * e + 4));
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  allow_dynamic_smem(kernel, smem);
   int blocks = static_cast<int>(std::min<int64_t>(a.rows, resident_grid(kernel, kThreads, smem)));
   StreamScratch part(int64_t(blocks) * a.dim * 4, s);
   kernel<<<blocks, kThreads, smem, s>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.g), a.rstd_in,

@@ -83,11 +83,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int kThreads>
 void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
   auto kernel = rmsnorm_v06_kernel<T, kThreads>;
-  // The opt-in ceiling, not this row's size: the same value on every call and every device, so
-  // concurrent launches with different D never race on the attribute. Occupancy follows the
-  // launch's own dynamic size.
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxRowBytes)));
   const size_t smem = static_cast<size_t>(a.dim) * sizeof(T);
+  allow_dynamic_smem(kernel, smem);
   kernel<<<static_cast<unsigned>(a.rows), kThreads, smem, stream>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.g), static_cast<T*>(a.out), a.rstd_out,
       static_cast<int>(a.dim), a.ld_x, a.ld_out, a.eps);

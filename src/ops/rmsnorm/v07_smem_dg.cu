@@ -156,8 +156,7 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t s) {
   constexpr int kSmem = kGroups * kGT * kPer * kVec16<T> * 4;  // (kGroups, kCols) f32 dg
   static_assert(kSmem <= 227 * 1024, "the dg slots fit sm_90's shared-memory opt-in per block");
   auto kernel = rmsnorm_v07_kernel<T, kGT, kGroups, kPer, kPrefetch>;
-  // A fixed value per instantiation: no race between concurrent launches, any device.
-  HK_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  allow_dynamic_smem(kernel, kSmem);
   static const int resident = resident_grid(kernel, kThreads, kSmem);
   const int blocks = static_cast<int>(std::min<int64_t>(resident, ceil_div(a.rows, kGroups)));
   StreamScratch part(int64_t(blocks) * a.dim * 4, s);
