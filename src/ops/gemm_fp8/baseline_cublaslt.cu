@@ -175,16 +175,6 @@ const Plan& plan_of(const GemmFp8Problem& p) {
   return it->second;
 }
 
-// The problem a launch poses (its alignment from the pointers), for the plan cache.
-GemmFp8Problem problem_of(const GemmFp8Args& g) {
-  GemmFp8Problem p(g.m, g.n, g.k, g.a_dtype, g.b_dtype, g.out_dtype, g.scaling);
-  p.a_s0 = g.a_s0, p.a_s1 = g.a_s1, p.b_s0 = g.b_s0, p.b_s1 = g.b_s1, p.ldd = g.ldd;
-  p.sa_s0 = g.sa_s0, p.sa_s1 = g.sa_s1, p.sb_s0 = g.sb_s0, p.sb_s1 = g.sb_s1;
-  p.has_bias = g.bias != nullptr;
-  p.align_bytes = std::min(TensorView(g.a, g.a_dtype, {1}).alignment(), TensorView(g.b, g.b_dtype, {1}).alignment());
-  return p;
-}
-
 // Whether block-wise scales already lie as Lt reads them: sa M-major ([K/128][M]), sb
 // [N/128][K/128] row-major with rows of sb_lt_ld(kb) floats (measured: a row stride of K/128 when
 // that is not a multiple of 4 reads the wrong scales).
@@ -214,7 +204,7 @@ __global__ void gemm_fp8_lt_block_scales_kernel(const float* __restrict__ sa, in
 
 void gemm_fp8_baseline_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream) {
   Lt& s = lt();
-  const GemmFp8Problem p = problem_of(g);
+  const GemmFp8Problem p = gemm_fp8_problem_of(g);
   std::lock_guard<std::mutex> lock(s.mu);
   const Plan& plan = plan_of(p);
   if (!plan.error.empty()) HK_THROW(kNotSupported, plan.error);
@@ -280,14 +270,4 @@ HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "baseline_cublaslt"
                     90, kFlagBaseline | kFlagProduction, gemm_fp8_baseline_cublaslt_supports, gemm_fp8_baseline_cublaslt_launch);
 
 }  // namespace gemm_fp8_baseline_cublaslt
-
-bool gemm_fp8_cublaslt_takes(const GemmFp8Args& g) {
-  using namespace gemm_fp8_baseline_cublaslt;
-  return gemm_fp8_baseline_cublaslt_supports(problem_of(g)).empty();
-}
-
-void gemm_fp8_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream) {
-  gemm_fp8_baseline_cublaslt::gemm_fp8_baseline_cublaslt_launch(g, stream);
-}
-
 }  // namespace hk

@@ -232,6 +232,15 @@ GemmFp8Args GemmFp8Args::bind(const GemmFp8Problem& p, const Operands& ops) {
   return g;
 }
 
+GemmFp8Problem gemm_fp8_problem_of(const GemmFp8Args& g) {
+  GemmFp8Problem p(g.m, g.n, g.k, g.a_dtype, g.b_dtype, g.out_dtype, g.scaling);
+  p.a_s0 = g.a_s0, p.a_s1 = g.a_s1, p.b_s0 = g.b_s0, p.b_s1 = g.b_s1, p.ldd = g.ldd;
+  p.sa_s0 = g.sa_s0, p.sa_s1 = g.sa_s1, p.sb_s0 = g.sb_s0, p.sb_s1 = g.sb_s1;
+  p.has_bias = g.bias != nullptr;
+  p.align_bytes = std::min(TensorView(g.a, g.a_dtype, {1}).alignment(), TensorView(g.b, g.b_dtype, {1}).alignment());
+  return p;
+}
+
 std::string gemm_fp8_tma_supports(const GemmFp8Problem& p) {
   if (p.align_bytes < 16)
     return fmt::format("gemm_fp8: TMA needs 16-byte aligned A and B, got {}-byte alignment", p.align_bytes);

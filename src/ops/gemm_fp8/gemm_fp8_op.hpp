@@ -97,15 +97,11 @@ std::string gemm_fp8_tma_supports(const GemmFp8Problem& p);
 
 // Whether an M x N x K problem has so few 128 x 128 output tiles over so long a K that splitting
 // K over the CTAs (v05_split_k) should serve it: at most 32 tiles (a quarter of the H200's SMs)
-// and 16 or more 128-deep k-blocks. The dispatch and the packing rung both ask.
+// and 16 or more 128-deep k-blocks.
 bool gemm_fp8_prefers_split_k(int64_t m, int64_t n, int64_t k);
 
-// The launchers of the routes the dispatch picks for K-major operands (gemm_fp8/baseline_cublaslt.cu,
-// v05_split_k.cu, v07_wgmma_in_flight.cu): the packing rung runs them on its K-major copies.
-// gemm_fp8_cublaslt_takes: whether cuBLASLt runs these operands (its supports() on them).
-bool gemm_fp8_cublaslt_takes(const GemmFp8Args& g);
-void gemm_fp8_cublaslt_launch(const GemmFp8Args& g, cudaStream_t stream);
-void gemm_fp8_v05_launch(const GemmFp8Args& g, cudaStream_t stream);
-void gemm_fp8_v07_launch(const GemmFp8Args& g, cudaStream_t stream);
+// The problem that a launch's arguments pose, with its alignment taken from A's and B's pointers:
+// what the packing rung hands the dispatch for its K-major copies, and cuBLASLt's plan-cache key.
+GemmFp8Problem gemm_fp8_problem_of(const GemmFp8Args& g);
 
 }  // namespace hk

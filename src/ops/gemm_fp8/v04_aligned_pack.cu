@@ -44,12 +44,19 @@ bool tma_ready(const void* p, int64_t s0, int64_t s1) {
   return s1 == 1 && s0 % 16 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// The route the dispatch would pick for K-major operands: cuBLASLt, else v05 for few tiles over
-// a long K, else v07.
+// The family's dispatch, asked again for the K-major operands: cuBLASLt where it takes them, else
+// v05 for few tiles over a long K, else v07.
 void run_k_major(const GemmFp8Args& q, cudaStream_t stream) {
-  if (gemm_fp8_cublaslt_takes(q)) gemm_fp8_cublaslt_launch(q, stream);
-  else if (gemm_fp8_prefers_split_k(q.m, q.n, q.k)) gemm_fp8_v05_launch(q, stream);
-  else gemm_fp8_v07_launch(q, stream);
+  const GemmFp8Problem p = gemm_fp8_problem_of(q);
+  const Choice choice = Registry::get().choose(p);
+  if (choice.variant->name() == "v04_aligned_pack")
+    HK_THROW(kInternal, "gemm_fp8/v04_aligned_pack: the K-major copy of ", p.key(), " is still not TMA-readable");
+  Operands ops;
+  ops.in = {TensorView(q.a, q.a_dtype, {}), TensorView(q.sa, DType::kF32, {}), TensorView(q.b, q.b_dtype, {}),
+            TensorView(q.sb, DType::kF32, {})};
+  if (q.bias) ops.in.emplace_back(q.bias, q.out_dtype, std::vector<int64_t>{});
+  ops.out = {TensorView(q.d, q.out_dtype, {})};
+  choice.variant->run(p, ops, stream);
 }
 
 void gemm_fp8_v04_launch(const GemmFp8Args& g, cudaStream_t stream) {

@@ -75,9 +75,9 @@ void launch_split_k(const GemmFp8Args& g, cudaStream_t stream) {
 
 std::string gemm_fp8_v05_supports(const GemmFp8Problem& p) { return gemm_fp8_tma_supports(p); }
 
-}  // namespace
-
 void gemm_fp8_v05_launch(const GemmFp8Args& g, cudaStream_t stream) { launch_split_k(g, stream); }
+
+}  // namespace
 
 HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v05_split_k",
                     "v02/v03 with K split over the CTAs for few-tile problems: f32 partials by red.add, then "

@@ -30,8 +30,6 @@ __global__ void __launch_bounds__(gemm_fp8_impl::kThreads, 1)
 
 std::string gemm_fp8_v07_supports(const GemmFp8Problem& p) { return gemm_fp8_tma_supports(p); }
 
-}  // namespace
-
 void gemm_fp8_v07_launch(const GemmFp8Args& g, cudaStream_t stream) {
   gemm_fp8_impl::dispatch_fp8_pair(g.a_dtype, g.b_dtype, [&](auto ta, auto tb) {
     using TA = decltype(ta);
@@ -42,6 +40,8 @@ void gemm_fp8_v07_launch(const GemmFp8Args& g, cudaStream_t stream) {
       gemm_fp8_impl::launch_wgmma_fp8(gemm_fp8_v07_kernel<TA, TB, false>, g, "gemm_fp8_v07_kernel", stream);
   });
 }
+
+}  // namespace
 
 HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v07_wgmma_in_flight",
                     "v02/v03 with two accumulator sets: k-block kb+1's wgmma in flight while kb is promoted",
