@@ -133,7 +133,8 @@ TEST(GemmDispatch, TmaHostileShapesArePackedNotSentDownTheLadder) {
   EXPECT_EQ(reg.pick(broadcast).name(), "v19_aligned_pack");
   hk::GemmProblem k0(8, 8, 0, 1, DType::kBF16, DType::kBF16, false, false);
   EXPECT_EQ(reg.pick(k0).name(), "v19_aligned_pack");
-  // A decode shape with a K tail: v17 declines the unaligned rows, the copies then run v17.
+  // A decode shape with a K tail: v17 declines the unaligned rows, the copies then take the
+  // decode route.
   hk::GemmProblem decode_tail(16, 4096, 4095, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(reg.pick(decode_tail).name(), "v19_aligned_pack");
   // Past TMA's 32-bit coordinates, cuBLAS (it takes int sizes: M = 2^31 + 1 is beyond both).
@@ -245,20 +246,34 @@ TEST(GemmSkinny, SupportsNamesTheReason) {
   EXPECT_EQ(v->supports(batched), "gemm: a's batch stride must be a multiple of 16 bytes for cp.async, got 1001 elements");
 }
 
-TEST(GemmSkinny, PickSendsDecodeShapesToV17AndTheRestToV18) {
+TEST(GemmSkinny, PickSendsDecodeShapesByEpilogueAndTheRestToV18) {
   auto& reg = hk::Registry::get();
+  // A plain decode product: cuBLAS streams B faster than v17 (the dispatch's measured reason).
   hk::GemmProblem decode(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);
-  EXPECT_EQ(reg.pick(decode).name(), "v17_skinny_m_splitk");
+  EXPECT_EQ(reg.pick(decode).name(), "baseline_cublas");
+  // The same rows with a fused epilogue: v17, which cuBLAS would need a second pass for.
+  hk::GemmProblem decode_gelu = decode;
+  decode_gelu.act = hk::GemmActivation::kGelu;
+  EXPECT_EQ(reg.pick(decode_gelu).name(), "v17_skinny_m_splitk");
   // The dispatch tries v17 before v18, which can run these shapes too.
-  EXPECT_EQ(reg.variant("gemm", "v18_stream_k_tail")->supports(decode), "");
+  EXPECT_EQ(reg.variant("gemm", "v18_stream_k_tail")->supports(decode_gelu), "");
+  // f16 at M = 1, where v17 measured faster than cuBLAS.
   hk::GemmProblem one(1, 4096, 4096, 1, DType::kF16, DType::kF16, false, true);
   EXPECT_EQ(reg.pick(one).name(), "v17_skinny_m_splitk");
-  hk::GemmProblem m64(64, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);  // v17 measured slower here
-  EXPECT_EQ(reg.pick(m64).name(), "v18_stream_k_tail");
+  hk::GemmProblem one_bf16(1, 4096, 4096, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(reg.pick(one_bf16).name(), "baseline_cublas");
+  // x W with W stored [K, N]: v17 reads nt only, and v18's 128-row tiles ran 0.43x cuBLAS.
+  hk::GemmProblem decode_nn(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, false);
+  EXPECT_EQ(reg.pick(decode_nn).name(), "baseline_cublas");
+  decode_nn.has_bias = true;
+  EXPECT_EQ(reg.pick(decode_nn).name(), "baseline_cublas");
+  // Small plain products: cuBLAS; with an epilogue, or above 2^36 flops: v18.
+  hk::GemmProblem small(2048, 2048, 2048, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(reg.pick(small).name(), "baseline_cublas");
+  small.has_bias = true;
+  EXPECT_EQ(reg.pick(small).name(), "v18_stream_k_tail");
   hk::GemmProblem square(4096, 4096, 4096, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(reg.pick(square).name(), "v18_stream_k_tail");
-  hk::GemmProblem decode_nn(16, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, false);
-  EXPECT_EQ(reg.pick(decode_nn).name(), "v18_stream_k_tail");
 }
 
 // C_in aliasing C (in-place C = A B + C) through the public op, default rung and fallback.

@@ -2,20 +2,48 @@
 //
 // Routes are tried in order; the first whose supports() accepts the problem runs. Every route is
 // a production rung; the teaching rungs v01-v16 never serve a public call. Figures: H200,
-// 2026-11-29, L2 flushed, each ratio to cuBLAS timed interleaved in one process (docs/gemm.md).
+// 2026-11-29 to 2026-12-02, L2 flushed, each ratio to cuBLAS timed interleaved in one process
+// (docs/gemm.md, docs/results/bench-gemm-public.json).
 #include "gemm/gemm_op.hpp"
 
 namespace hk {
 namespace {
 
+// The problems cuBLAS serves in one kernel: no bias, activation or C_in (its own epilogue is
+// alpha and beta only; the baseline adds ours as a second pass).
+bool plain(const GemmProblem& p) { return p.act == GemmActivation::kNone && !p.has_bias && p.beta == 0.0f; }
+
 std::vector<Route> gemm_dispatch(const GemmProblem& p) {
   std::vector<Route> routes;
   // x W^T with a handful of rows (decoding): a stream of B at M flop/byte, HBM-bound. v18's
-  // 128-row tiles would run 7/8 empty and give N = 8192 only 32 CTAs (0.43x cuBLAS); v17 splits K
-  // over clusters and streams B through a cp.async ring: 0.92x cuBLAS at 16x8192x8192 bf16.
-  if (p.m <= 32 && !p.a_col && p.b_col)
-    routes.push_back({"v17_skinny_m_splitk", "decode shape (M <= 32, nt): split-K over clusters streaming B, "
-                                             "0.92x cuBLAS at 16x8192x8192 where 128-row tiles reach 0.43x"});
+  // 128-row tiles would run 7/8 empty and give N = 8192 only 32 CTAs (0.43x cuBLAS). cuBLAS
+  // streams B through TMA into a warp-specialised ring at 3.75 TB/s where v17's per-warp cp.async
+  // ring reaches 3.22: v17 measured 0.94-0.96x cuBLAS at 16x8192x8192 and 1x8192x8192 bf16, so
+  // cuBLAS serves the plain product. v17 keeps what cuBLAS would need a second pass for (a bias,
+  // an activation, C_in) in the nt layout; in the others cuBLAS's GEMM plus that pass over M x N
+  // outputs is still far ahead of v18. Operands with rows that are not 16-byte multiples go on
+  // to the packing rung, whose aligned copies come back here.
+  // f16 at M = 1 is the exception: there cuBLAS's kernel measured 41.0 us against v17's 38.2.
+  if (p.m <= 32) {
+    const bool nt = !p.a_col && p.b_col;
+    if (nt && (!plain(p) || (p.m == 1 && p.in_dtype == DType::kF16)))
+      routes.push_back({"v17_skinny_m_splitk", "decode shape (M <= 32, nt) with an epilogue, or f16 at M = 1: split-K "
+                                               "over clusters streaming B (1.07x cuBLAS at 1x8192x8192 f16)"});
+    if (gemm_tma_supports(p, false).empty())
+      routes.push_back({"baseline_cublas", "decode shape (M <= 32): cuBLAS streams B faster than v17 (1.05-1.07x at "
+                                           "16x8192x8192 and 1x8192x8192 bf16) and v18's 128-row tiles (2.3x)"});
+    if (nt)
+      routes.push_back({"v17_skinny_m_splitk", "decode shape (M <= 32, nt) that cuBLAS cannot address: split-K "
+                                               "over clusters streaming B"});
+  }
+  // Small plain products (at most 2^36 flops: 2048^3, 4096x2560x2560, a K of 64): a tile's fixed
+  // cost (pipeline fill, epilogue) or the last wave of v18's one 128x256 tile weighs more than
+  // its instruction savings; cuBLAS picks a tile per shape. v18 measured 0.97x cuBLAS at 2048^3,
+  // 0.90x at 4096x2560x2560, 0.89x at 1920x5632x64 "tt". Only where v18 could run them: an
+  // operand TMA cannot describe (a K of 4095) is where cuBLAS slows down most.
+  if (p.m > 32 && plain(p) && p.flops() <= 0x1p36 && gemm_tma_supports(p, true).empty())
+    routes.push_back({"baseline_cublas", "small plain product (<= 2^36 flops): cuBLAS's per-shape tile, 1.03x v18 "
+                                         "at 2048^3 and 1.11x at 4096x2560x2560"});
   // Everything TMA can describe: warp-specialized WGMMA, 2-CTA clusters with multicast, a
   // persistent grid with stream-K last waves and compile-time fused epilogues: 1.06x / 1.04x
   // cuBLAS at 8192^3 / 16384^3, 0.98-1.00x at 4096^3, 4096x14336x4096 and 8192x8192x1024.
