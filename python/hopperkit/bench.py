@@ -11,15 +11,22 @@ it), so a ratio compares calls measured under the same clocks. Outputs are check
 eager PyTorch first. The JSON document has the fields of ``hk bench --json`` (kind
 "hk-torch-bench"): one row per (op, problem, candidate) with ``median_us`` and
 ``speedup_vs_baseline``, where the baseline is eager PyTorch; ``vs_best_peer`` is the ratio to
-the fastest peer. Attention's peers are SDPA pinned to its flash backend (the baseline) and to
-its cuDNN backend; the full run adds the rows the attention family's goals name: head dims 16
-and 32, grouped-query heads (4:1, 8:1; the baseline is SDPA with ``enable_gqa`` on the backend
-PyTorch picks), the deterministic backward (op ``attention_fwd_bwd_det``), 16 heads x 16384
-tokens x D64 causal, and packed variable-length batches against ``varlen_attn`` (ops
-``attention_varlen``, ``attention_varlen_fwd_bwd``). conv2d and conv2d_single are timed against
-``F.conv2d`` (cuDNN) on ``channels_last`` bf16 layers and on the puzzle's padded single-channel
-stencil; matmul_fp8 against ``torch._scaled_mm`` in each scaling mode. A case whose call raises is
-reported as a FAIL row and the run goes on.
+the fastest peer. ``rope`` is timed against the rotate_half formula on its f32 tables,
+``swiglu`` against ``F.silu(g) * u``, ``linear`` (with a bias) against ``F.linear``. The backward
+rows (``gelu_backward``, ``rope_backward``, ``swiglu_backward``, ``softmax_backward``,
+``rms_norm_backward``, ``weighted_sum_backward``, ``row_scale_relu_backward``) time the backward
+alone: hopperkit's public backward op where there is one, else autograd through the op, against
+autograd through the PyTorch expression, eager and the backward ``torch.compile`` generates for
+it (gelu's: ``aten.gelu_backward``), each forward's graph kept between calls; dx is the output
+checked. Attention's peers are SDPA pinned to its flash backend (the baseline) and to its cuDNN
+backend; the full run adds the rows the attention family's goals name: head dims 16 and 32,
+grouped-query heads (4:1, 8:1; the baseline is SDPA with ``enable_gqa`` on the backend PyTorch
+picks), the deterministic backward (op ``attention_fwd_bwd_det``), 16 heads x 16384 tokens x D64
+causal, and packed variable-length batches against ``varlen_attn`` (ops ``attention_varlen``,
+``attention_varlen_fwd_bwd``). conv2d and conv2d_single are timed against ``F.conv2d`` (cuDNN)
+on ``channels_last`` bf16 layers and on the puzzle's padded single-channel stencil; matmul_fp8
+against ``torch._scaled_mm`` in each scaling mode. A case whose call raises is reported as a FAIL
+row and the run goes on.
 """
 
 from __future__ import annotations
@@ -77,18 +84,62 @@ def _tol(dt) -> tuple[float, float]:
 
 
 def _compile(fn: Callable) -> Callable:
-    return torch.compile(fn, dynamic=False)
+    # Dynamo keys its cache, and its limit of 8 recompiles, on the code object: the cases of one
+    # op share their lambda's, so past the 8th shape the rest would run eager. A copy of the code
+    # per case compiles each on its own.
+    fresh = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    return torch.compile(fresh, dynamic=False)
+
+
+def _autograd(fwd: Callable, inputs: tuple, dy: Any) -> Callable[[], Any]:
+    """The backward alone of ``fwd`` at ``inputs``, as a training step runs it through autograd:
+    the forward runs at the first call and its graph is kept (``retain_graph``), so each call is
+    the graph's backward. Every input's gradient is computed (a backward asked for fewer may skip
+    work); the first input's is returned."""
+    graph: list = []
+
+    def call():
+        if not graph:
+            with torch.enable_grad():
+                leaves = [t.detach().requires_grad_() for t in inputs]
+                graph[:] = [fwd(*leaves), leaves]
+        return torch.autograd.grad(graph[0], graph[1], dy, retain_graph=True)[0]
+
+    return call
+
+
+def _backward_case(op: str, problem: str, ours: Callable[[], Any], torch_fwd: Callable, inputs: tuple, dy: Any,
+                   nbytes: float, atol: float, rtol: float) -> Case:
+    """A backward row: ``ours`` against autograd through ``torch_fwd`` (the forward's PyTorch
+    expression) at ``inputs`` with upstream gradient ``dy``, eager and compiled."""
+    return Case(op, problem, ours, _autograd(torch_fwd, inputs, dy), 0, nbytes, atol, rtol,
+                _autograd(_compile(torch_fwd), inputs, dy))
+
+
+def _rope_torch(x: Any, cos: Any, sin: Any) -> Any:
+    """rotate_half RoPE as Hugging Face's ``apply_rotary_pos_emb`` writes it, ``x cos +
+    rotate_half(x) sin``, on [S, 1, D] f32 tables (hk.rope's [S, D/2] ones, the half repeated):
+    the products promote to f32 and the sum is rounded once to ``x``'s dtype, as hk.rope's is."""
+    x1, x2 = x.chunk(2, -1)
+    return (x * cos + torch.cat([-x2, x1], -1) * sin).to(x.dtype)
 
 
 def _memory_cases(hk: Any, quick: bool) -> list[Case]:
-    """The memory-bound ops at the shapes their ladders are measured at."""
+    """The memory-bound ops at the shapes their ladders are measured at: the row and broadcast
+    families and their backwards at 16384 x 8192 and 4 x 2^26, rope on [B, S, H, D] = [8, 2048,
+    16, 128] (contiguous, and q as a slice of a fused QKV output), swiglu on 16384 rows of F =
+    8192 (x [16384, 2F]); bf16 and f32. The quick run takes the first shape, and bf16 alone for
+    rope, swiglu and the backwards other than gelu's."""
     shapes = [(16384, 8192)] if quick else [(16384, 8192), (4, 1 << 26)]
     dtypes = ["bf16", "f32"]
     cases: list[Case] = []
     gen = torch.Generator(device="cuda").manual_seed(0)
+    # The inputs of rope, swiglu and the backwards come from a generator of their own: the other
+    # rows' inputs stay what they were without them.
+    gen_more = torch.Generator(device="cuda").manual_seed(6)
 
-    def randn(*shape, dt):
-        return torch.randn(*shape, device="cuda", dtype=dt, generator=gen)
+    def randn(*shape, dt, g=gen):
+        return torch.randn(*shape, device="cuda", dtype=dt, generator=g)
 
     for rows, cols in shapes:
         for name in dtypes:
@@ -133,16 +184,65 @@ def _memory_cases(hk: Any, quick: bool) -> list[Case]:
                 f_omr = lambda a=a, b=b: torch.relu(torch.outer(a, b))
                 cases.append(Case("outer_mul_relu", tag, lambda a=a, b=b: hk.outer_mul_relu(a, b), f_omr, 0,
                                   out_bytes, atol, rtol, _compile(f_omr)))
+            if quick and name != dtypes[0]:
+                continue
+            # The backwards reached through autograd alone (no public backward op): softmax's
+            # dx = y (dy - sum(y dy)), rms_norm's dx and dw, weighted_sum's dx = dy w^T and dw = x^T dy,
+            # row_scale_relu's masked dx and ds.
+            cases.append(_backward_case("softmax_backward", tag, _autograd(hk.softmax, (x,), dy),
+                                        lambda x: torch.softmax(x, -1), (x,), dy, 3 * out_bytes, atol, rtol))
+            cases.append(_backward_case("rms_norm_backward", tag, _autograd(hk.rms_norm, (x, w), dy),
+                                        lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6), (x, w), dy,
+                                        3 * out_bytes, atol, rtol))
+            dy_rows = randn(rows, dt=dt, g=gen_more)
+            cases.append(_backward_case("weighted_sum_backward", tag, _autograd(hk.weighted_sum, (x, w), dy_rows),
+                                        lambda x, w: x @ w, (x, w), dy_rows, 2 * out_bytes, atol, rtol))
+            cases.append(_backward_case("row_scale_relu_backward", tag, _autograd(hk.row_scale_relu, (x, s), dy),
+                                        lambda x, s: torch.relu(x * s[:, None]), (x, s), dy, 3 * out_bytes, atol,
+                                        rtol))
+    # rope: the rotary dim is D; the QKV output holds H q heads and H/4 kv heads each for k and v.
+    bsz, seq, heads, hd = 8, 2048, 16, 128
+    cos, sin = hk.rope_tables(seq, hd, device="cuda")
+    cos_full, sin_full = torch.cat([cos, cos], -1)[:, None], torch.cat([sin, sin], -1)[:, None]
+    for name in dtypes[:1] if quick else dtypes:
+        dt = _dtype(name)
+        atol, rtol = _tol(dt)
+        tag = f"b{bsz}_s{seq}_h{heads}_d{hd}_{name}"
+        x, dy = randn(bsz, seq, heads, hd, dt=dt, g=gen_more), randn(bsz, seq, heads, hd, dt=dt, g=gen_more)
+        nbytes = 2 * _bytes(x) + _bytes(cos, sin)
+        f_rope = lambda x=x: _rope_torch(x, cos_full, sin_full)
+        cases.append(Case("rope", tag, lambda x=x: hk.rope(x, cos, sin), f_rope, 0, nbytes, atol, rtol,
+                          _compile(f_rope)))
+        cases.append(_backward_case("rope_backward", tag, lambda dy=dy: hk.rope_backward(dy, cos, sin),
+                                    lambda x: _rope_torch(x, cos_full, sin_full), (x,), dy, nbytes, atol, rtol))
+        if not quick:
+            q = randn(bsz, seq, heads + 2 * (heads // 4), hd, dt=dt, g=gen_more)[:, :, :heads]  # a strided view
+            f_rope_q = lambda q=q: _rope_torch(q, cos_full, sin_full)
+            cases.append(Case("rope", f"b{bsz}_s{seq}_h{heads}_d{hd}_qkv_{name}", lambda q=q: hk.rope(q, cos, sin),
+                              f_rope_q, 0, nbytes, atol, rtol, _compile(f_rope_q)))
+        # swiglu: x [rows, 2F] = [gate | up], y [rows, F]
+        rows, f = 16384, 8192
+        tag = f"{rows}x{f}_{name}"
+        x, dy = randn(rows, 2 * f, dt=dt, g=gen_more), randn(rows, f, dt=dt, g=gen_more)
+        f_swiglu = lambda x=x, f=f: F.silu(x[..., :f]) * x[..., f:]
+        cases.append(Case("swiglu", tag, lambda x=x: hk.swiglu(x), f_swiglu, 0, 1.5 * _bytes(x), atol, rtol,
+                          _compile(f_swiglu)))
+        cases.append(_backward_case("swiglu_backward", tag, lambda x=x, dy=dy: hk.swiglu_backward(x, dy),
+                                    lambda x, f=f: F.silu(x[..., :f]) * x[..., f:], (x,), dy,
+                                    2 * _bytes(x) + _bytes(dy), atol, rtol))
     return cases
 
 
 def _gemm_cases(hk: Any, quick: bool) -> list[Case]:
-    """matmul and linear at the GEMM family's shapes, plus the layouts TMA cannot read as given."""
+    """matmul (``x @ W^T``, the Linear layout) and linear with a bias (``F.linear``, as
+    ``nn.Linear`` calls it: the bias in the GEMM's epilogue) at the GEMM family's shapes, plus the
+    layouts TMA cannot read as given."""
     shapes = [(4096, 4096, 4096)] if quick else [
         (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (8192, 8192, 1024), (2048, 2048, 2048),
         (16, 8192, 8192), (1, 8192, 8192), (4096, 4096, 4095), (4096, 4096, 1001)]
     cases: list[Case] = []
     gen = torch.Generator(device="cuda").manual_seed(1)
+    gen_bias = torch.Generator(device="cuda").manual_seed(7)  # matmul's inputs stay what they were
     for dt_name in (["bf16"] if quick else ["bf16", "f16"]):
         dt = _dtype(dt_name)
         for m, n, k in shapes:
@@ -154,6 +254,11 @@ def _gemm_cases(hk: Any, quick: bool) -> list[Case]:
             tol = 4 * (2.0 ** -8) * math.sqrt(k)
             cases.append(Case("matmul", tag, lambda x=x, w=w: hk.matmul(x, w.t()), f_lin, 2.0 * m * n * k,
                               _bytes(x, w) + m * n * x.element_size(), tol, 2e-2, _compile(f_lin)))
+            bias = torch.randn(n, device="cuda", dtype=dt, generator=gen_bias)
+            f_linear = lambda x=x, w=w, bias=bias: F.linear(x, w, bias)
+            cases.append(Case("linear", tag, lambda x=x, w=w, bias=bias: hk.linear(x, w, bias), f_linear,
+                              2.0 * m * n * k, _bytes(x, w, bias) + m * n * x.element_size(), tol, 2e-2,
+                              _compile(f_linear)))
     return cases
 
 

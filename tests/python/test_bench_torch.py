@@ -49,8 +49,12 @@ def test_explain_names_the_packing_rung_for_an_odd_k():
     text = hk.explain("gemm", x, w.T)
     assert text.splitlines()[0].split(": ")[1].startswith("v19_aligned_pack")
     assert "passed over v18_stream_k_tail: gemm: K*2 bytes must be a multiple of 16 for TMA, got K=4095" in text
-    aligned = hk.explain("gemm", np.zeros((256, 512), np.float16), np.zeros((128, 512), np.float16).T)
+    # Above 2^36 flops with TMA-readable operands: v18 (np.zeros touches no memory).
+    aligned = hk.explain("gemm", np.zeros((4096, 4096), np.float16), np.zeros((4096, 4096), np.float16).T)
     assert "v18_stream_k_tail" in aligned.splitlines()[0]
+    # A small plain product: cuBLAS, where it measured faster than v18.
+    small = hk.explain("gemm", np.zeros((256, 512), np.float16), np.zeros((128, 512), np.float16).T)
+    assert "baseline_cublas" in small.splitlines()[0]
 
 
 def test_variants_mark_production_and_ladder_rungs():
@@ -69,6 +73,21 @@ def test_torch_bench_quick_runs_on_the_gpu(cuda):
     for r in ours:
         assert r["status"] == "ok", r
         assert r["median_us"] > 0 and r["speedup_vs_baseline"] > 0
+
+
+def test_torch_bench_quick_has_one_checked_row_per_block_op_and_backward(cuda):
+    # rope, swiglu, linear and the backwards: one bf16 row each in the quick run, each past the
+    # check against PyTorch.
+    import hopperkit.bench as tb
+
+    ops = ["rope", "rope_backward", "swiglu", "swiglu_backward", "linear", "softmax_backward", "rms_norm_backward",
+           "weighted_sum_backward", "row_scale_relu_backward"]
+    doc = tb.run(ops, quick=True, samples=3, compile=False, progress=False)
+    ours = [r for r in doc["rows"] if r["variant"] == "hopperkit"]
+    assert sorted(r["op"] for r in ours) == sorted(ops)
+    for r in ours:
+        assert r["status"] == "ok", r
+        assert r["problem"].endswith("_bf16") and r["median_us"] > 0
 
 
 def test_a_case_whose_call_raises_is_a_fail_row_and_the_run_goes_on():
