@@ -249,6 +249,80 @@ def test_fully_masked_rows_are_zero_with_minus_inf_lse(cuda):
     assert torch.all(torch.isfinite(lse[:, :, 6:]))
 
 
+def masked_sdpa(q, k, v, causal, fp64=True):
+    """Attention on bshd tensors through torch SDPA with an explicit mask: causal aligned
+    bottom-right (key j visible to query i when j <= i + Sk - Sq), GQA by repeating k and v; in
+    f64, or in the inputs' own dtype with fp64=False (a peer). Rows that see no key are left to
+    the caller (SDPA gives NaN there)."""
+    import torch
+    g = q.shape[2] // k.shape[2]
+    qt, kt, vt = (x.double().transpose(1, 2) if fp64 else x.transpose(1, 2) for x in (q, k, v))
+    kt, vt = kt.repeat_interleave(g, 1), vt.repeat_interleave(g, 1)
+    mask = None
+    if causal:
+        sq, sk = q.shape[1], k.shape[1]
+        i = torch.arange(sq, device=q.device)[:, None]
+        mask = torch.arange(sk, device=q.device)[None, :] <= i + (sk - sq)
+    return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask).transpose(1, 2)
+
+
+def check_against_fp64(q, k, v, causal, deterministic=False):
+    """O and (dq, dk, dv) of hk.attention against fp64, within FlashAttention's rule (twice the
+    error of PyTorch's SDPA on the same 16-bit inputs). Query rows that see no key (causal,
+    Sq > Sk) must be zero with zero dq; the rest are compared."""
+    import torch
+    sq, sk = q.shape[1], k.shape[1]
+    first = max(sq - sk, 0) if causal else 0  # the first query row that sees a key
+    q, k, v = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    dout = torch.randn_like(q[..., : v.shape[-1]])
+    o = hk.attention(q, k, v, causal=causal, deterministic=deterministic)
+    o.backward(dout)
+    assert torch.all(o[:, :first] == 0) and torch.all(q.grad[:, :first] == 0)
+    rows = slice(first, sq)
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q[:, rows], k, v))
+    want = masked_sdpa(q64, k64, v64, causal)
+    want.backward(dout[:, rows].double())
+    qp, kp, vp = (x.detach().clone().requires_grad_() for x in (q[:, rows], k, v))
+    peer = masked_sdpa(qp, kp, vp, causal, fp64=False)
+    peer.backward(dout[:, rows])
+    assert_within_flash_rule("o", o[:, rows], want, peer)
+    for name, got, w, p in zip(("dq", "dk", "dv"), (q.grad[:, rows], k.grad, v.grad), (q64.grad, k64.grad, v64.grad),
+                               (qp.grad, kp.grad, vp.grad)):
+        assert_within_flash_rule(name, got, w, p)
+
+
+# FlashAttention's own test lengths: tails of every tile size, Sq != Sk both ways, one key.
+@pytest.mark.parametrize("sq,sk", [(113, 203), (239, 1), (799, 3), (1023, 1024), (1024, 1023), (4224, 4224)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_length_pairs(cuda, sq, sk, causal):
+    import torch
+    g = torch.Generator(device=cuda).manual_seed(sq * 7919 + sk)
+    q, k, v = (torch.randn(1, s, h, 128, device=cuda, dtype=torch.bfloat16, generator=g)
+               for s, h in ((sq, 4), (sk, 2), (sk, 2)))
+    check_against_fp64(q, k, v, causal)
+
+
+@pytest.mark.parametrize("hq,hkv", [(16, 2), (8, 1)])
+def test_gqa_eight_to_one(cuda, hq, hkv):
+    import torch
+    q = torch.randn(2, 300, hq, 64, device=cuda, dtype=torch.float16)
+    k = torch.randn(2, 333, hkv, 64, device=cuda, dtype=torch.float16)
+    v = torch.randn(2, 333, hkv, 64, device=cuda, dtype=torch.float16)
+    check_against_fp64(q, k, v, causal=True)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_scores_of_large_magnitude(cuda, d):
+    # q, k ~ N(0, 100^2): scores scale * q.k with a standard deviation of 1e4, so every row's
+    # softmax is one or two keys and exp2 of the unshifted scores would overflow
+    import torch
+    q = 100 * torch.randn(1, 257, 4, d, device=cuda, dtype=torch.bfloat16)
+    k = 100 * torch.randn(1, 300, 2, d, device=cuda, dtype=torch.bfloat16)
+    v = torch.randn(1, 300, 2, d, device=cuda, dtype=torch.bfloat16)
+    for causal in (False, True):
+        check_against_fp64(q, k, v, causal)
+
+
 def test_opcheck_and_compile(cuda):
     import torch
     q = torch.randn(1, 64, 2, 64, device=cuda, dtype=torch.bfloat16, requires_grad=True)

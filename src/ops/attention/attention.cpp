@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "attention/attention_op.hpp"
 #include "core/host.hpp"
@@ -939,6 +940,10 @@ class AttentionFamily final : public Family {
       shapes.push_back({2, sq, sk, 2, 2, 64, false});
       shapes.push_back({1, sq, sk, 2, 1, 128, true});
     }
+    // FlashAttention's own test lengths: tails of the 64/128-row tiles, Sq != Sk both ways, one key
+    for (auto [sq, sk, causal] : std::vector<std::tuple<int64_t, int64_t, bool>>{
+             {113, 203, true}, {239, 1, false}, {799, 3, true}, {1023, 1024, true}, {1024, 1023, false}})
+      shapes.push_back({1, sq, sk, 2, 1, 128, causal});
     // GQA (8 query heads on 2 kv heads) and MQA
     shapes.push_back({2, 129, 129, 8, 2, 64, true});
     shapes.push_back({1, 300, 127, 8, 2, 128, false});
