@@ -447,7 +447,7 @@ class Conv2dFamily final : public Family {
     struct Case {
       int64_t n, c, h, w, cout, kh, kw, s, pt, pb, pl, pr, d, g;
     };
-    // H, W in {1, 7, 33, 65}; padding 0 ('valid'), symmetric, asymmetric ('same' with an even
+    // H, W in {1, 7, 33, 65, 511, 513}; padding 0 ('valid'), symmetric, asymmetric ('same' with an even
     // kernel); stride and dilation 1-3; groups 1, 2 and C (depthwise); 1x1 and 7x7 kernels.
     const std::vector<Case> cases = {
         {2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},      {1, 4, 33, 33, 6, 3, 3, 2, 1, 1, 1, 1, 1, 2},
@@ -463,6 +463,8 @@ class Conv2dFamily final : public Family {
         // columns (19 x 30), padding wider than the kernel's reach, no padding.
         {2, 40, 19, 30, 40, 7, 7, 1, 3, 3, 3, 3, 1, 40}, {1, 24, 9, 37, 24, 3, 3, 1, 3, 3, 3, 3, 1, 24},
         {1, 32, 12, 12, 32, 5, 5, 1, 0, 0, 0, 0, 1, 32},
+        // Images of 511 and 513 rows and columns: tails of every power-of-two tile.
+        {1, 4, 511, 513, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},  {1, 8, 513, 511, 8, 7, 7, 2, 3, 3, 3, 3, 1, 8},
     };
     std::vector<ProblemPtr> out;
     for (size_t i = 0; i < cases.size(); ++i) {

@@ -119,9 +119,10 @@ class Conv2dSingleFamily final : public Family {
   }
   std::vector<ProblemPtr> test_problems() const override {
     std::vector<ProblemPtr> out;
-    // (N, H, W): H, W in {1, 7, 33, 65}; W = 64 and 136 take the 16-byte path.
-    const std::vector<std::array<int64_t, 3>> images = {
-        {1, 1, 1}, {2, 7, 33}, {3, 33, 7}, {2, 65, 65}, {1, 1, 65}, {2, 65, 1}, {2, 33, 64}, {1, 40, 136}};
+    // (N, H, W): H, W in {1, 7, 33, 65, 511, 513}; W = 64 and 136 take the 16-byte path.
+    const std::vector<std::array<int64_t, 3>> images = {{1, 1, 1},   {2, 7, 33},  {3, 33, 7},    {2, 65, 65},
+                                                        {1, 1, 65},  {2, 65, 1},  {2, 33, 64},   {1, 40, 136},
+                                                        {1, 511, 513}, {1, 513, 511}};
     const std::vector<std::pair<int64_t, int64_t>> kernels = {{1, 1}, {3, 3}, {4, 4}, {7, 7}, {2, 5}, {9, 2}};
     for (auto& s : images)
       for (auto& [kh, kw] : kernels)
