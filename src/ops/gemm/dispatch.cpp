@@ -36,14 +36,23 @@ std::vector<Route> gemm_dispatch(const GemmProblem& p) {
       routes.push_back({"v17_skinny_m_splitk", "decode shape (M <= 32, nt) that cuBLAS cannot address: split-K "
                                                "over clusters streaming B"});
   }
-  // Small plain products (at most 2^36 flops: 2048^3, 4096x2560x2560, a K of 64): a tile's fixed
-  // cost (pipeline fill, epilogue) or the last wave of v18's one 128x256 tile weighs more than
-  // its instruction savings; cuBLAS picks a tile per shape. v18 measured 0.97x cuBLAS at 2048^3,
-  // 0.90x at 4096x2560x2560, 0.89x at 1920x5632x64 "tt". Only where v18 could run them: an
-  // operand TMA cannot describe (a K of 4095) is where cuBLAS slows down most.
-  if (p.m > 32 && plain(p) && p.flops() <= 0x1p36 && gemm_tma_supports(p, true).empty())
-    routes.push_back({"baseline_cublas", "small plain product (<= 2^36 flops): cuBLAS's per-shape tile, 1.03x v18 "
-                                         "at 2048^3 and 1.11x at 4096x2560x2560"});
+  // Few output tiles, or a small plain product: v18's one 128x256 tile leaves most clusters idle
+  // where M x N makes fewer tiles than it has clusters (66), and elsewhere below 2^36 flops a
+  // tile's fixed cost (pipeline fill, epilogue) or its last wave weighs more than its
+  // instruction savings; cuBLAS picks a tile per shape. Measured against cuBLAS (H200,
+  // 2026-12-03, bench-gemm-routes.json): v18 0.44-0.49x at 64x8192x8192, 128x8192x8192 and
+  // 1024^3 (32 tiles), 0.94-0.95x at 2048^3, 0.90x at 3072^3 and 4096x2560x2560, 0.89-0.90x at
+  // 1920x5632x64 "tt", 0.97x at 4096x4096x2048. With a bias, activation or C_in, cuBLAS's GEMM
+  // plus the baseline's pass over M x N outputs still beats the idle clusters, not the fused
+  // epilogue of a full wave: the epilogue case takes the first rule only. Only where TMA could
+  // read the operands as given: an operand it cannot (a K of 4095) is where cuBLAS slows down
+  // most, and the packing rung's aligned copies come back here.
+  const int64_t tiles = (p.m + 127) / 128 * ((p.n + 255) / 256) * p.batch;
+  if (p.m > 32 && (tiles < 66 || (plain(p) && p.flops() <= 0x1p36)) && gemm_tma_supports(p, true).empty())
+    routes.push_back({"baseline_cublas", tiles < 66 ? "fewer 128x256 tiles than v18 has clusters: cuBLAS's smaller tile, "
+                                                      "2.0-2.2x v18 at 64x8192x8192, 128x8192x8192 and 1024^3"
+                                                    : "small plain product (<= 2^36 flops): cuBLAS's per-shape tile, "
+                                                      "1.05-1.11x v18 at 2048^3, 3072^3 and 4096x2560x2560"});
   // Everything TMA can describe: warp-specialized WGMMA, 2-CTA clusters with multicast, a
   // persistent grid with stream-K last waves and compile-time fused epilogues: 1.06x / 1.04x
   // cuBLAS at 8192^3 / 16384^3, 0.98-1.00x at 4096^3, 4096x14336x4096 and 8192x8192x1024.
