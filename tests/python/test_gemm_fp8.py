@@ -180,6 +180,33 @@ def test_matmul_fp8_calc_diff(dev, mode, shape):
 
 
 @needs_torch
+def test_block_scaling_beats_tensor_scaling_with_outliers(dev):
+    # Twelve activations 1e5 x the rest: one per-tensor scale spends e4m3's range on them and
+    # pushes the other values of A into its subnormals; row-wise and 1 x 128 block scales keep
+    # that to the outliers' rows and blocks. Through the public op (the kernels on a GPU), on the
+    # rows of D without an outlier, against the fp64 product of the unquantised operands.
+    if dev.type == "cpu" and _fp8_dlpack_ok():
+        pytest.skip(_fp8_dlpack_ok())
+    m, n, k = 256, 256, 512
+    gen = torch.Generator().manual_seed(21)
+    x = torch.randn(m, k, generator=gen, dtype=torch.float64)
+    w = torch.randn(n, k, generator=gen, dtype=torch.float64) * 0.05
+    at = torch.randint(0, m * k, (12,), generator=gen)
+    x.view(-1)[at] = torch.where(x.view(-1)[at] < 0, -1e5, 1e5).double()
+    clean = np.setdiff1d(np.arange(m), (at // k).numpy())
+    exact = (x @ w.T).numpy()[clean]
+    diffs = {}
+    for mode in MODES:
+        qa, sa = hk.quantize_fp8(x.float(), scaling=mode, block_rows=1)
+        qb, sb = hk.quantize_fp8(w.float(), scaling=mode, block_rows=128)
+        d = hk.matmul_fp8(*(t.to(dev) for t in (qa, sa, qb, sb)), out_dtype=torch.float32)
+        diffs[mode] = calc_diff(d.cpu().numpy()[clean], exact)
+    assert diffs["block"] <= diffs["tensor"] and diffs["row"] <= diffs["tensor"], diffs
+    # teeth: per-tensor scaling is several times worse here; block-wise keeps e4m3's rounding
+    assert diffs["tensor"] > 4 * diffs["block"] and diffs["block"] < 5e-3, diffs
+
+
+@needs_torch
 @pytest.mark.parametrize("mode", ["tensor", "block"])
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16] if torch is not None else [])
 def test_matmul_fp8_weight_kn_and_bias(cuda, mode, out_dtype):
