@@ -220,10 +220,10 @@ def test_matmul_w4a16_cuda(cuda, m, g, symmetric, layout):
     atol = 4 * u * k**0.5 * float(scales.abs().max()) * 8 + 2.0**-20 * k
     rtol = 2.0**-7 if dtype == torch.bfloat16 else 2.0**-10
     torch.testing.assert_close(y.double().cpu(), want, rtol=rtol, atol=atol)
-    # Marlin's rule: mean |y - ref| / mean |ref| at most 1e-3. In bf16 the output's own rounding
-    # averages about 2^-9 of |y| (7 stored mantissa bits), so bf16 is held to 2^-8.
+    # Marlin's rule: mean |y - ref| / mean |ref| at most 1e-3 (f16: about 2 u). bf16's u is 8x
+    # f16's: its output rounding alone averages about 2^-9 of |y|, so bf16 is held to 2 u = 2^-7.
     mre = float((y.double().cpu() - want).abs().mean() / want.abs().mean())
-    assert mre <= (1e-3 if dtype == torch.float16 else 2.0**-8), f"mean relative error {mre:.3g}"
+    assert mre <= (1e-3 if dtype == torch.float16 else 2.0**-7), f"mean relative error {mre:.3g}"
 
 
 def test_every_rung_and_compile(cuda):
