@@ -2,8 +2,8 @@
 //
 // Routes are tried in order; the first whose supports() accepts the problem runs. Every route is
 // a production rung; the teaching rungs v01-v16 never serve a public call. Figures: H200,
-// 2026-11-29 to 2026-12-02, L2 flushed, each ratio to cuBLAS timed interleaved in one process
-// (docs/gemm.md, docs/results/bench-gemm-public.json).
+// 2026-11-29 to 2026-12-03, L2 flushed, each ratio to cuBLAS timed interleaved in one process
+// (docs/gemm.md; docs/results/bench-gemm-public.json and bench-gemm-routes.json).
 #include "gemm/gemm_op.hpp"
 
 namespace hk {
@@ -16,22 +16,22 @@ bool plain(const GemmProblem& p) { return p.act == GemmActivation::kNone && !p.h
 std::vector<Route> gemm_dispatch(const GemmProblem& p) {
   std::vector<Route> routes;
   // x W^T with a handful of rows (decoding): a stream of B at M flop/byte, HBM-bound. v18's
-  // 128-row tiles would run 7/8 empty and give N = 8192 only 32 CTAs (0.43x cuBLAS). cuBLAS
+  // 128-row tiles would run 7/8 empty and give N = 8192 only 32 CTAs (0.44x cuBLAS). cuBLAS
   // streams B through TMA into a warp-specialised ring at 3.75 TB/s where v17's per-warp cp.async
-  // ring reaches 3.22: v17 measured 0.94-0.96x cuBLAS at 16x8192x8192 and 1x8192x8192 bf16, so
-  // cuBLAS serves the plain product. v17 keeps what cuBLAS would need a second pass for (a bias,
+  // ring reaches 3.22: v17 measured 0.92-0.97x cuBLAS at M = 1-16 and 0.69-0.70x at M = 32 (x
+  // 8192 x 8192, bf16 and f16), so cuBLAS serves the plain product. v17 keeps what cuBLAS would need a second pass for (a bias,
   // an activation, C_in) in the nt layout; in the others cuBLAS's GEMM plus that pass over M x N
   // outputs is still far ahead of v18. Operands with rows that are not 16-byte multiples go on
   // to the packing rung, whose aligned copies come back here.
-  // f16 at M = 1 is the exception: there cuBLAS's kernel measured 41.0 us against v17's 38.2.
+  // f16 at M = 1 is the exception: there cuBLAS's kernel measured 41.0 us against v17's 37.9.
   if (p.m <= 32) {
     const bool nt = !p.a_col && p.b_col;
     if (nt && (!plain(p) || (p.m == 1 && p.in_dtype == DType::kF16)))
       routes.push_back({"v17_skinny_m_splitk", "decode shape (M <= 32, nt) with an epilogue, or f16 at M = 1: split-K "
-                                               "over clusters streaming B (1.07x cuBLAS at 1x8192x8192 f16)"});
+                                               "over clusters streaming B (1.08x cuBLAS at 1x8192x8192 f16)"});
     if (gemm_tma_supports(p, false).empty())
-      routes.push_back({"baseline_cublas", "decode shape (M <= 32): cuBLAS streams B faster than v17 (1.05-1.07x at "
-                                           "16x8192x8192 and 1x8192x8192 bf16) and v18's 128-row tiles (2.3x)"});
+      routes.push_back({"baseline_cublas", "decode shape (M <= 32): cuBLAS streams B faster than v17 (1.03-1.09x at "
+                                           "M = 1-16, 1.45x at M = 32) and v18's 128-row tiles (2.0-2.3x)"});
     if (nt)
       routes.push_back({"v17_skinny_m_splitk", "decode shape (M <= 32, nt) that cuBLAS cannot address: split-K "
                                                "over clusters streaming B"});
