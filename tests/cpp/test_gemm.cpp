@@ -142,8 +142,8 @@ TEST(GemmDispatch, TmaHostileShapesArePackedNotSentDownTheLadder) {
   EXPECT_THROW(reg.choose(huge), hk::Error);
 }
 
-// `hk bench gemm --shape MxNxK[xBATCH][:layout]`: the layout defaults to nt (x W^T); the fused
-// epilogue rows come with the default nt 4096^3 only.
+// `hk bench gemm --shape MxNxK[xBATCH][:layout][:epilogue]`: the layout defaults to nt (x W^T);
+// without an explicit epilogue, the fused-epilogue rows come with the default nt 4096^3 only.
 TEST(GemmBench, ShapesAndLayouts) {
   const hk::Family* f = hk::Registry::get().family("gemm");
   ASSERT_NE(f, nullptr);
@@ -167,6 +167,15 @@ TEST(GemmBench, ShapesAndLayouts) {
   EXPECT_EQ(f->bench_problems(sel).size(), 1u);  // the epilogue rows come with nt only
   sel.shapes = {"64x64x64:nc"};
   expect_error(ErrorKind::kValue, "layout must be", [&] { f->bench_problems(sel); });
+  sel.shapes = {"64x64x64:nt:nn"};
+  expect_error(ErrorKind::kValue, "each at most once", [&] { f->bench_problems(sel); });
+  // An explicit epilogue, after or before the layout: that problem alone.
+  sel.shapes = {"64x8192x8192:bias_gelu", "16x256x256:relu:nn", "4096x4096x4096:nt:bias"};
+  auto eps = f->bench_problems(sel);
+  ASSERT_EQ(eps.size(), 3u);
+  EXPECT_EQ(eps[0]->key(), "m64_n8192_k8192_nt_bf16_bf16_bias_gelu");
+  EXPECT_EQ(eps[1]->key(), "m16_n256_k256_nn_bf16_bf16_relu");
+  EXPECT_EQ(eps[2]->key(), "m4096_n4096_k4096_nt_bf16_bf16_bias");
   sel.shapes = {"64x64:nt"};
   expect_error(ErrorKind::kValue, "shape must be", [&] { f->bench_problems(sel); });
 }

@@ -452,21 +452,36 @@ class GemmFamily final : public Family {
   }
 
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
-    // "MxNxK" or "MxNxKxBATCH", optionally ":LAYOUT" (nn, nt, tn, tt; 't' = column-major).
-    // The default layout is "nt" (A row-major, B column-major: x W^T with a [N, K] weight, the
-    // Linear-layer layout).
+    // "MxNxK" or "MxNxKxBATCH", then optionally ":LAYOUT" (nn, nt, tn, tt; 't' = column-major)
+    // and ":EPILOGUE" (bias, relu, gelu, bias_relu, bias_gelu), in either order. The default
+    // layout is "nt" (A row-major, B column-major: x W^T with a [N, K] weight, the Linear-layer
+    // layout); without an epilogue, 4096^3 "nt" also brings its bias + GeLU and ReLU rows.
     std::vector<std::vector<int64_t>> shapes;
-    std::vector<std::string> layouts;
+    std::vector<std::string> layouts, epilogues;
     for (const std::string& s : sel.shapes) {
-      const size_t colon = s.find(':');
-      const std::string layout = colon == std::string::npos ? "nt" : s.substr(colon + 1);
-      if (layout != "nn" && layout != "nt" && layout != "tn" && layout != "tt")
-        HK_THROW(kValue, "gemm bench: layout must be nn, nt, tn or tt, got ", s);
-      auto v = parse_shape(s.substr(0, colon));
+      std::vector<std::string> parts;
+      for (size_t at = 0;;) {
+        const size_t colon = s.find(':', at);
+        parts.push_back(s.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+        if (colon == std::string::npos) break;
+        at = colon + 1;
+      }
+      std::string layout, epilogue;
+      for (size_t i = 1; i < parts.size(); ++i) {
+        const std::string& t = parts[i];
+        const bool is_layout = t == "nn" || t == "nt" || t == "tn" || t == "tt";
+        const bool is_epilogue = t == "bias" || t == "relu" || t == "gelu" || t == "bias_relu" || t == "bias_gelu";
+        if ((!is_layout && !is_epilogue) || (is_layout && !layout.empty()) || (is_epilogue && !epilogue.empty()))
+          HK_THROW(kValue, "gemm bench: layout must be nn, nt, tn or tt and the epilogue bias, relu, gelu, bias_relu "
+                           "or bias_gelu, each at most once; got \"", t, "\" in ", s);
+        (is_layout ? layout : epilogue) = t;
+      }
+      auto v = parse_shape(parts[0]);
       if (v.size() != 3 && v.size() != 4)
-        HK_THROW(kValue, "gemm bench: shape must be MxNxK or MxNxKxBATCH (then :LAYOUT), got ", s);
+        HK_THROW(kValue, "gemm bench: shape must be MxNxK or MxNxKxBATCH (then :LAYOUT, :EPILOGUE), got ", s);
       shapes.push_back(v);
-      layouts.push_back(layout);
+      layouts.push_back(layout.empty() ? "nt" : layout);
+      epilogues.push_back(epilogue);
     }
     if (shapes.empty()) {
       if (sel.quick) shapes = {{4096, 4096, 4096}};
@@ -477,15 +492,22 @@ class GemmFamily final : public Family {
     std::vector<DType> dtypes = sel.dtypes;
     if (dtypes.empty()) dtypes = sel.quick ? std::vector<DType>{DType::kBF16} : std::vector<DType>{DType::kBF16, DType::kF16};
     layouts.resize(shapes.size(), "nt");
+    epilogues.resize(shapes.size());
     std::vector<ProblemPtr> out;
     for (size_t i = 0; i < shapes.size(); ++i)
       for (DType dt : dtypes) {
         const std::vector<int64_t>& s = shapes[i];
         if (dt != DType::kBF16 && dt != DType::kF16)
           HK_THROW(kType, "gemm bench: dtype ", to_string(dt), " is not bf16 or f16");
-        out.push_back(std::make_shared<GemmProblem>(s[0], s[1], s[2], s.size() == 4 ? s[3] : 1, dt, dt,
-                                                    layouts[i][0] == 't', layouts[i][1] == 't'));
-        if (sel.quick || layouts[i] != "nt" || s[0] != 4096 || s[1] != 4096 || s[2] != 4096) continue;
+        auto p = std::make_shared<GemmProblem>(s[0], s[1], s[2], s.size() == 4 ? s[3] : 1, dt, dt,
+                                               layouts[i][0] == 't', layouts[i][1] == 't');
+        const std::string& e = epilogues[i];
+        p->has_bias = e.rfind("bias", 0) == 0;
+        p->act = e.find("relu") != std::string::npos   ? GemmActivation::kRelu
+                 : e.find("gelu") != std::string::npos ? GemmActivation::kGelu
+                                                        : GemmActivation::kNone;
+        out.push_back(p);
+        if (sel.quick || !e.empty() || layouts[i] != "nt" || s[0] != 4096 || s[1] != 4096 || s[2] != 4096) continue;
         // The fused-epilogue cost at 4096^3: bias + GeLU and ReLU against the plain row above.
         auto gelu = std::make_shared<GemmProblem>(4096, 4096, 4096, 1, dt, dt, false, true);
         gelu->has_bias = true, gelu->act = GemmActivation::kGelu;
