@@ -270,8 +270,8 @@ std::string attention_v03_supports(const AttentionProblem& p) {
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return "empty problem (an empty grid): the general rung";
   if (p.seqlen_q > (int64_t(1) << 31) - kBlockM) return "Sq too large for the grid";
   if (p.is_varlen() && d > 96)
-    return "thd (variable length) at D = 128 spills registers here (the sequence's lengths no longer sit in the "
-           "constant bank): v05 serves it, else v02";
+    return "variable length (thd) is instantiated for D <= 96 only: at D = 128 the per-sequence lengths spill "
+           "registers, so the build leaves that kernel out (v05 serves it, else v02)";
   return "";
 }
 

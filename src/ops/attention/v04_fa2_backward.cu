@@ -511,8 +511,8 @@ std::string attention_v04_supports(const AttentionProblem& p) {
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return "empty problem (an empty grid): the general rung";
   if (p.seqlen_q == 0 || p.seqlen_k == 0) return "empty sequences run on the general rung";
   if (p.is_varlen() && d > 96)
-    return "thd (variable length) at D = 128 spills registers here (the sequence's lengths no longer sit in the "
-           "constant bank): the general rung";
+    return "variable length (thd) is instantiated for D <= 96 only: at D = 128 the per-sequence lengths spill "
+           "registers, so the build leaves that kernel out (v07 on v08's padded copies serves it)";
   return "";
 }
 

@@ -128,10 +128,11 @@ class Conv2dSingleFamily final : public Family {
       for (auto& [kh, kw] : kernels)
         for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
           out.push_back(std::make_shared<Conv2dSingleProblem>(s[0], s[1], s[2], kh, kw, dt));
-    // Kernels larger than the image, and past the tiled rung's 32 x 32 limit.
+    // Kernels larger than the image, and past 32 x 32 (the tiled rungs' piece of k).
     for (DType dt : {DType::kF32, DType::kBF16}) {
       out.push_back(std::make_shared<Conv2dSingleProblem>(2, 7, 33, 33, 40, dt));
       out.push_back(std::make_shared<Conv2dSingleProblem>(1, 65, 64, 32, 32, dt));
+      out.push_back(std::make_shared<Conv2dSingleProblem>(1, 70, 136, 65, 40, dt));  // 3 x 2 pieces of k, 16-byte rows
     }
     return out;
   }

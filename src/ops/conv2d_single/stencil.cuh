@@ -56,16 +56,19 @@ __device__ __forceinline__ void load_window(const S* p, float (&win)[N]) {
   }
 }
 
-// acc[r][t] = sum_{a, b} k[a][b] tile[row0 + r + a][col0 + t + b] for this thread's outputs;
+// acc[r][t] = sum_{a, b} k[a][b] tile[row0 + r + a][col0 + t + b] for this thread's outputs
+// (kAccumulate: acc += the sum, for kernels staged in 32 x 32 pieces);
 // `base` points at tile[row0][col0]. KH = KW = 0: runtime kh, kw with the kernel read from
 // shared memory `ks`; otherwise compile-time sizes with the kernel in registers `kr`.
-template <int KH, int KW, class S, int NR>
+template <int KH, int KW, bool kAccumulate = false, class S, int NR>
 __device__ __forceinline__ void compute_outputs(const S* base, int pitch, const float (&kr)[NR], const float* ks,
                                                 int kh, int kw, float (&acc)[kOutH][kOutW]) {
+  if constexpr (!kAccumulate) {
 #pragma unroll
-  for (int r = 0; r < kOutH; ++r)
+    for (int r = 0; r < kOutH; ++r)
 #pragma unroll
-    for (int t = 0; t < kOutW; ++t) acc[r][t] = 0.f;
+      for (int t = 0; t < kOutW; ++t) acc[r][t] = 0.f;
+  }
   if constexpr (KH > 0) {
     static_assert(NR == KH * KW, "the kernel in registers");
 #pragma unroll

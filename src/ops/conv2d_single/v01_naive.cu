@@ -46,6 +46,6 @@ void conv2d_single_v01_launch(const Conv2dSingleArgs& a, cudaStream_t stream) {
 
 HK_REGISTER_VARIANT(Conv2dSingleProblem, Conv2dSingleArgs, "conv2d_single", "v01_naive",
                     "one thread per output, every tap from global memory, f32 sums", 70,
-                    kFlagReference | kFlagBaseline | kFlagProduction, nullptr, conv2d_single_v01_launch);
+                    kFlagReference | kFlagBaseline, nullptr, conv2d_single_v01_launch);
 
 }  // namespace hk::conv2d_single_v01_naive

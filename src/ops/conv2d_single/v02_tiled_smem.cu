@@ -8,8 +8,9 @@
 // and stores on rows whose width is a multiple of 8 elements, and for kH = kW in {3, 4, 5, 7} a
 // compile-time kernel held in registers: each input row is read from shared memory with
 // 16-byte loads once per thread and feeds up to 2 kW x 8 FMAs, so the FMA pipe, not shared
-// memory, bounds the compute (49 FMAs per output at k = 7). Other sizes run a runtime-size loop.
-// Needs: kH, kW <= 32 (the tile and halo in 48 KB of shared memory); otherwise supports() says so.
+// memory, bounds the compute (49 FMAs per output at k = 7). Other sizes run a runtime-size loop;
+// kernels larger than 32 x 32 run it once per 32 x 32 piece of k, the tile staged per piece
+// (the largest tile and piece fit 48 KB of shared memory). Any kernel size, width and alignment.
 // Run:   hk bench conv2d_single --variant v02_tiled_smem --shape 256x512x512
 #include "common/launch.cuh"
 #include "common/vec.cuh"
@@ -72,6 +73,9 @@ __device__ __forceinline__ void stage_tile(const T* __restrict__ img, float* til
 }
 
 // KH = KW = 0: runtime kernel size (kh, kw); otherwise both compile-time and equal to kh, kw.
+// A runtime kernel larger than 32 x 32 runs in pieces of at most 32 x 32: piece (a0, b0) meets
+// the input shifted by (a0, b0), so each tile stages the input once per piece and the outputs
+// sum the pieces' contributions in registers.
 template <class T, int KH, int KW>
 __global__ void __launch_bounds__(kThreads, 2) conv2d_single_v02_kernel(const T* __restrict__ x,
                                                                         const T* __restrict__ k,
@@ -80,12 +84,15 @@ __global__ void __launch_bounds__(kThreads, 2) conv2d_single_v02_kernel(const T*
   constexpr bool kFixed = KH > 0;
   const int kh = kFixed ? KH : kh_rt;
   const int kw = kFixed ? KW : kw_rt;
+  const bool one_piece = kFixed || (kh <= kMaxK && kw <= kMaxK);
   extern __shared__ float4 conv2d_single_v02_smem[];
-  float* ks = reinterpret_cast<float*>(conv2d_single_v02_smem);  // (kh, kw) f32
-  float* tile = ks + kernel_floats(kh, kw);                       // (32 + kh - 1, pitch) f32
-  const int pitch = tile_pitch(kw);
-  const int rows = tile_rows(kh);
-  for (int i = threadIdx.x; i < kh * kw; i += kThreads) ks[i] = to_f32(k[i]);
+  float* ks = reinterpret_cast<float*>(conv2d_single_v02_smem);          // a piece of k, f32
+  float* tile = ks + kernel_floats(min(kh, kMaxK), min(kw, kMaxK));     // (32 + ph - 1, pitch) f32
+  // Stages kernel rows [a0, a0 + ph) x cols [b0, b0 + pw) into ks (row stride pw).
+  auto stage_piece = [&](int a0, int b0, int ph, int pw) {
+    for (int i = threadIdx.x; i < ph * pw; i += kThreads) ks[i] = to_f32(k[int64_t(a0 + i / pw) * kw + b0 + i % pw]);
+  };
+  if (one_piece) stage_piece(0, 0, kh, kw);
   __syncthreads();
   float kr[kFixed ? KH * KW : 1];  // the kernel in registers (compile-time sizes)
   if constexpr (kFixed) {
@@ -100,20 +107,38 @@ __global__ void __launch_bounds__(kThreads, 2) conv2d_single_v02_kernel(const T*
     const int64_t img_i = t_id / (tiles_h * tiles_w);
     const int64_t row0 = (t_id / tiles_w) % tiles_h * kTileH, col0 = t_id % tiles_w * kTileW;
     const T* img = x + img_i * h * w;
-    __syncthreads();  // the previous tile's reads are done
-    if (vec) stage_tile<T, true>(img, tile, h, w, row0, col0, rows, pitch);
-    else stage_tile<T, false>(img, tile, h, w, row0, col0, rows, pitch);
-    __syncthreads();
-
     float acc[kOutH][kOutW];
-    compute_outputs<KH, KW>(tile + ty * kOutH * pitch + tx * kOutW, pitch, kr, ks, kh, kw, acc);
+    if (one_piece) {
+      const int pitch = tile_pitch(kw);
+      __syncthreads();  // the previous tile's reads are done
+      if (vec) stage_tile<T, true>(img, tile, h, w, row0, col0, tile_rows(kh), pitch);
+      else stage_tile<T, false>(img, tile, h, w, row0, col0, tile_rows(kh), pitch);
+      __syncthreads();
+      compute_outputs<KH, KW>(tile + ty * kOutH * pitch + tx * kOutW, pitch, kr, ks, kh, kw, acc);
+    } else {
+#pragma unroll
+      for (int r = 0; r < kOutH; ++r)
+#pragma unroll
+        for (int t = 0; t < kOutW; ++t) acc[r][t] = 0.f;
+      for (int a0 = 0; a0 < kh; a0 += kMaxK)
+        for (int b0 = 0; b0 < kw; b0 += kMaxK) {  // b0 is a multiple of 32: 16-byte chunks stay whole
+          const int ph = min(kMaxK, kh - a0), pw = min(kMaxK, kw - b0), pitch = tile_pitch(pw);
+          __syncthreads();  // the previous piece's reads are done
+          stage_piece(a0, b0, ph, pw);
+          if (vec) stage_tile<T, true>(img, tile, h, w, row0 + a0, col0 + b0, tile_rows(ph), pitch);
+          else stage_tile<T, false>(img, tile, h, w, row0 + a0, col0 + b0, tile_rows(ph), pitch);
+          __syncthreads();
+          compute_outputs<0, 0, true>(tile + ty * kOutH * pitch + tx * kOutW, pitch, kr, ks, ph, pw, acc);
+        }
+    }
     store_outputs<T>(z, img_i, h, w, row0 + ty * kOutH, col0 + tx * kOutW, vec, acc);
   }
 }
 
 template <class T, int KH, int KW>
 void launch_sized(const Conv2dSingleArgs& a, cudaStream_t stream) {
-  const size_t smem = smem_bytes(a.kh, a.kw);
+  const size_t smem = smem_bytes(static_cast<int>(std::min<int64_t>(a.kh, kMaxK)),
+                                 static_cast<int>(std::min<int64_t>(a.kw, kMaxK)));
   auto kernel = conv2d_single_v02_kernel<T, KH, KW>;
   const int64_t tiles = a.n * ceil_div(a.h, kTileH) * ceil_div(a.w, kTileW);
   const bool vec = a.w % kOutW == 0 && a.align_bytes >= 16;
@@ -129,18 +154,11 @@ void conv2d_single_v02_launch(const Conv2dSingleArgs& a, cudaStream_t stream) {
   });
 }
 
-std::string conv2d_single_v02_supports(const Conv2dSingleProblem& p) {
-  if (p.kh > kMaxK || p.kw > kMaxK)
-    return "the shared-memory tile takes kernels up to 32 x 32, got " + std::to_string(p.kh) + " x " +
-           std::to_string(p.kw);
-  return "";
-}
-
 }  // namespace
 
 HK_REGISTER_VARIANT(Conv2dSingleProblem, Conv2dSingleArgs, "conv2d_single", "v02_tiled_smem",
                     "32x128 tile with halo in shared memory, 2x8 outputs per thread from register windows, "
                     "16-byte loads and stores",
-                    80, kFlagProduction, conv2d_single_v02_supports, conv2d_single_v02_launch);
+                    80, kFlagProduction, nullptr, conv2d_single_v02_launch);
 
 }  // namespace hk::conv2d_single_v02_tiled_smem
