@@ -30,8 +30,9 @@ namespace hk {
 
 // ---- 16-byte loads with a cache policy --------------------------------------------------------
 
-// 16-byte load through the read-only cache with the default (keep) policy: for operands every
-// row reuses (g, w), unlike load_stream's evict-first hint for data touched once.
+// 16-byte load through the read-only cache for operands every row reuses (g, w). The same
+// instruction and policy as load_stream today (common/vec.cuh says why); the name keeps the
+// intent, so a policy for reused operands can be set here alone.
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load_keep(const T* p) {
   static_assert(sizeof(T) * N == 16, "load_keep moves exactly 16 bytes");
@@ -40,10 +41,10 @@ __device__ __forceinline__ Vec<T, N> load_keep(const T* p) {
 }
 
 // load_keep of an operand read at its own 16-byte phase (kAny false) or at another operand's
-// (kAny true: load_vec_any with the keep policy).
+// (kAny true: load_vec_any).
 template <bool kAny, class T, int N>
 __device__ __forceinline__ Vec<T, N> load_keep_at(const T* p) {
-  if constexpr (kAny) return load_vec_any<T, N, true>(p);
+  if constexpr (kAny) return load_vec_any<T, N>(p);
   else return load_keep<T, N>(p);
 }
 
@@ -58,7 +59,7 @@ __device__ __forceinline__ Vec<T, N> load_keep_ordered(const T* p) {
   return *reinterpret_cast<Vec<T, N>*>(&r);
 }
 
-// A whole 16-byte vector at a 16-byte aligned `p`: evict-first (kStream) or keep.
+// A whole 16-byte vector at a 16-byte aligned `p`: streamed (kStream) or kept.
 template <bool kStream, class T>
 __device__ __forceinline__ Vec<T, kVec16<T>> load_vec16(const T* p) {
   if constexpr (kStream) return load_stream<T, kVec16<T>>(p);

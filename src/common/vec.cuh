@@ -1,8 +1,12 @@
 // common/vec.cuh — 16-byte vector loads and stores, and element conversion to/from f32.
 //
 // A Vec<T, N> is N elements of T in one aligned register group; with sizeof(T) * N == 16 it
-// moves as one LDG.128 / STG.128. Loads are non-coherent (read-only path) with an evict-first
-// hint: streaming kernels touch each byte once, so they should not push reused data out of L2.
+// moves as one LDG.128 / STG.128. Every access takes the default cache policy. The API keeps the intent apart — load_stream / store_stream for data
+// touched once, load_keep (common/rows.cuh) for operands every row reuses — so a policy is set
+// in one place. The evict-first hint (__ldcs / __stcs) that streamed accesses used to carry cost
+// 5-12% of HBM bandwidth on the H200 (2026-12-03, 16384x8192 bf16 and f32, x + 1 and x * z,
+// timed interleaved with torch.add / torch.mul: evict-first loads and stores 0.89-0.91x torch,
+// default policy 0.96-0.99x in the same grid-stride loop, 0.99-1.00x one-shot; docs/decisions.md).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,17 +26,43 @@ struct alignas(sizeof(T) * N) Vec {
 template <class T>
 constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte access
 
+// Plain global loads (ld.global, default policy) written as the CUDA headers write __ldcs: an
+// asm without side effects. Not __ldg: with ld.global.nc ptxas hoisted loads further ahead of
+// their use and rmsnorm v03 / v05 / v06 spilled under their launch bounds.
+namespace detail {
+__device__ __forceinline__ uint4 ld_global_v4(const void* p) {
+  uint4 r;
+  asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ uint2 ld_global_v2(const void* p) {
+  uint2 r;
+  asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ unsigned ld_global_u32(const void* p) {
+  unsigned r;
+  asm("ld.global.u32 %0, [%1];" : "=r"(r) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ unsigned ld_global_u16(const void* p) {
+  unsigned short r;
+  asm("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
+  return r;
+}
+}  // namespace detail
+
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load_stream(const T* p) {
   static_assert(sizeof(T) * N == 16, "load_stream moves exactly 16 bytes");
-  uint4 raw = __ldcs(reinterpret_cast<const uint4*>(p));
+  uint4 raw = detail::ld_global_v4(p);
   return *reinterpret_cast<Vec<T, N>*>(&raw);
 }
 
 template <class T, int N>
 __device__ __forceinline__ void store_stream(T* p, const Vec<T, N>& v) {
   static_assert(sizeof(T) * N == 16, "store_stream moves exactly 16 bytes");
-  __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&v);
 }
 
 // True when `p` sits on a 16-byte boundary (a Vec of 16 bytes may be loaded or stored there).
@@ -54,9 +84,8 @@ __host__ __device__ __forceinline__ int64_t head_to_16(const T* p, int64_t n) {
 // is 16-byte aligned, else the widest loads its alignment allows (two of 8 bytes, four of 4,
 // eight of 2). For an operand whose rows start at another 16-byte phase than the operand a
 // kernel vectorizes (usually the output): within a row its phase relative to the vectorized
-// one is fixed, so the branch is uniform across the threads walking that row. kKeep selects the
-// default cache policy (__ldg, reused operands) over evict-first (__ldcs, streamed once).
-template <class T, int N, bool kKeep = false>
+// one is fixed, so the branch is uniform across the threads walking that row.
+template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec_any(const T* p) {
   static_assert(sizeof(T) * N == 16, "load_vec_any moves exactly 16 bytes");
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -64,25 +93,24 @@ __device__ __forceinline__ Vec<T, N> load_vec_any(const T* p) {
   // Vec made ptxas give it a stack slot).
   uint4 r;
   if ((a & 15) == 0) {
-    const uint4* q = reinterpret_cast<const uint4*>(p);
-    r = kKeep ? __ldg(q) : __ldcs(q);
+    r = detail::ld_global_v4(p);
   } else if ((a & 7) == 0) {
     const uint2* q = reinterpret_cast<const uint2*>(p);
-    const uint2 lo = kKeep ? __ldg(q) : __ldcs(q), hi = kKeep ? __ldg(q + 1) : __ldcs(q + 1);
+    const uint2 lo = detail::ld_global_v2(q), hi = detail::ld_global_v2(q + 1);
     r = make_uint4(lo.x, lo.y, hi.x, hi.y);
   } else if ((a & 3) == 0) {
     const unsigned* q = reinterpret_cast<const unsigned*>(p);
     unsigned w[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = kKeep ? __ldg(q + i) : __ldcs(q + i);
+    for (int i = 0; i < 4; ++i) w[i] = detail::ld_global_u32(q + i);
     r = make_uint4(w[0], w[1], w[2], w[3]);
   } else {  // 2-byte aligned: 16-bit elements only (typed pointers are element-aligned)
     const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
     unsigned w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const unsigned lo = kKeep ? __ldg(q + 2 * i) : __ldcs(q + 2 * i);
-      const unsigned hi = kKeep ? __ldg(q + 2 * i + 1) : __ldcs(q + 2 * i + 1);
+      const unsigned lo = detail::ld_global_u16(q + 2 * i);
+      const unsigned hi = detail::ld_global_u16(q + 2 * i + 1);
       w[i] = lo | (hi << 16);
     }
     r = make_uint4(w[0], w[1], w[2], w[3]);
@@ -99,7 +127,7 @@ __device__ __forceinline__ Vec<T, N> load_stream_at(const T* p) {
 }
 
 // The 16 bytes of `v` to `p` at any element-aligned address: one 16-byte store when `p` is
-// 16-byte aligned, else the widest stores its alignment allows (evict-first, as store_stream).
+// 16-byte aligned, else the widest stores its alignment allows.
 // The store-side counterpart of load_vec_any, for kernels that keep element indices fixed
 // across operands (column-wise schemes) instead of peeling at one operand's phase.
 template <class T, int N>
@@ -108,24 +136,24 @@ __device__ __forceinline__ void store_vec_any(T* p, const Vec<T, N>& v) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint4 r = *reinterpret_cast<const uint4*>(&v);
   if ((a & 15) == 0) {
-    __stcs(reinterpret_cast<uint4*>(p), r);
+    *reinterpret_cast<uint4*>(p) = r;
   } else if ((a & 7) == 0) {
     uint2* q = reinterpret_cast<uint2*>(p);
-    __stcs(q, make_uint2(r.x, r.y));
-    __stcs(q + 1, make_uint2(r.z, r.w));
+    q[0] = make_uint2(r.x, r.y);
+    q[1] = make_uint2(r.z, r.w);
   } else if ((a & 3) == 0) {
     unsigned* q = reinterpret_cast<unsigned*>(p);
-    __stcs(q, r.x);
-    __stcs(q + 1, r.y);
-    __stcs(q + 2, r.z);
-    __stcs(q + 3, r.w);
+    q[0] = r.x;
+    q[1] = r.y;
+    q[2] = r.z;
+    q[3] = r.w;
   } else {  // 2-byte aligned: 16-bit elements only
     unsigned short* q = reinterpret_cast<unsigned short*>(p);
     const unsigned w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      __stcs(q + 2 * i, static_cast<unsigned short>(w[i] & 0xFFFFu));
-      __stcs(q + 2 * i + 1, static_cast<unsigned short>(w[i] >> 16));
+      q[2 * i] = static_cast<unsigned short>(w[i] & 0xFFFFu);
+      q[2 * i + 1] = static_cast<unsigned short>(w[i] >> 16);
     }
   }
 }

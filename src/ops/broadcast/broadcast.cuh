@@ -211,7 +211,7 @@ __device__ __forceinline__ void peeled_rows(const T* __restrict__ x, const T* __
 #pragma unroll
       for (int u = 0; u < kUnr; ++u) {
         const int64_t v = v0 + u * kThr;
-        if (v < nvec) av[u] = load_vec_any<T, kV, !kRow>(xb + v * kV);
+        if (v < nvec) av[u] = load_vec_any<T, kV>(xb + v * kV);
       }
     }
 #pragma unroll
