@@ -3,7 +3,7 @@
 // Rung 2: one thread per 16-byte slot of a (b, s, h) row — a slot of the rotated part rotates
 // kV pairs (16 bytes of x[i..], 16 bytes of x[i + R/2..], their cos/sin from the table), a slot
 // of the passed-through part copies 16 bytes — in 2-D blocks (threadIdx.x across a row's slots,
-// threadIdx.y across rows) and an SM-filling grid with a row loop.
+// threadIdx.y across rows), a block per row group up to 65535 of them, a row loop beyond.
 // Adds over v01: each input element is read once (v01 reads the rotated ones twice), 8x (16-bit)
 // or 4x (f32) fewer memory instructions, no per-element index division (the (b, s, h)
 // coordinates once per row), the tables as 16-byte read-only-cache loads (they are reused by
@@ -113,13 +113,14 @@ bool rows_aligned16(const void* base, const std::array<int64_t, 3>& st, const Ro
 template <class T, bool kAny>
 void launch_typed(const RopeArgs& a, RopeV02Dims d, cudaStream_t stream) {
   auto kernel = rope_v02_kernel<T, kAny>;
-  static const int resident = resident_grid(kernel, kThreads);
+  // A block per (slot range, row group) up to grid.y's 65535 row groups, the row loop beyond:
+  // short-lived blocks, as swiglu v02 (a grid capped at the resident block count walks rows with
+  // one vector in flight per thread between its stores).
   int tx = 1;
   while (tx < kThreads && tx < d.slots) tx *= 2;
   const int ty = kThreads / tx;
   const int64_t gx = ceil_div(d.slots, tx);
-  const int64_t gy =
-      std::max<int64_t>(1, std::min<int64_t>({ceil_div(d.rows, ty), 65535, std::max<int64_t>(1, resident / gx)}));
+  const int64_t gy = std::max<int64_t>(1, std::min<int64_t>(ceil_div(d.rows, ty), 65535));
   kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(tx, ty), 0, stream>>>(
       static_cast<const T*>(a.x), a.cos, a.sin, static_cast<T*>(a.y), d);
   HK_CHECK_LAUNCH("rope_v02_kernel");

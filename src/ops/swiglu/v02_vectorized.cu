@@ -4,7 +4,8 @@
 // across a row's 16-byte slots, threadIdx.y across rows — so short rows (F = 96) fill a block as
 // well as long ones, with no per-element index division.
 // Adds over v01: 8x (16-bit) or 4x (f32) fewer memory instructions, each thread's loads issued
-// before their first use, and an SM-filling grid (row loop) instead of one thread per element.
+// before their first use, and 2-D blocks over (row slots, rows) instead of one thread per element
+// (a block per slot range and row group, up to 65535 row groups; a row loop beyond).
 // Any alignment: each row is peeled at the output's 16-byte phase (scalar head up to the first
 // 16-byte boundary, 16-byte body, scalar tail; the row's first and last slots). Gate, up,
 // dy (and the backward's d-up half of dx) move as 16-byte accesses when every row of them sits
@@ -93,17 +94,20 @@ __global__ void __launch_bounds__(kThreads) swiglu_v02_kernel(const T* __restric
 template <class T, bool kBackward, bool kAny>
 void launch_typed(const SwigluArgs& a, cudaStream_t stream) {
   auto kernel = swiglu_v02_kernel<T, kBackward, kAny>;
-  static const int resident = resident_grid(kernel, kThreads);
   // Slots per row: the most vectors a row can hold (head and tail ride on the first and last).
   // threadIdx.x spans the next power of two of that (up to a whole block), threadIdx.y the rows
-  // sharing a block.
+  // sharing a block. A block per (slot range, row group) up to grid.y's 65535 row groups, the
+  // kernel's row loop beyond: short-lived blocks, which the block scheduler refills as they
+  // retire. A grid capped at the resident block count (each block then walks ~60 rows with one
+  // vector of each input in flight between its stores) ran 0.89x torch.compile's swiglu at
+  // 16384x8192 bf16 (H200, 2026-12-03; docs/decisions.md, memory-bound ops).
   const int64_t slots = std::max<int64_t>(1, a.dim / kVec16<T>);
   int tx = 1;
   while (tx < kThreads && tx < slots) tx *= 2;
   const int ty = kThreads / tx;
   const int64_t gx = std::min<int64_t>(ceil_div(slots, tx), int64_t(1) << 30);
   const int64_t row_blocks = ceil_div(a.rows, ty);
-  const int64_t gy = std::max<int64_t>(1, std::min<int64_t>({row_blocks, 65535, std::max<int64_t>(1, resident / gx)}));
+  const int64_t gy = std::max<int64_t>(1, std::min<int64_t>(row_blocks, 65535));
   kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(tx, ty), 0, stream>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.dy), static_cast<T*>(a.out), a.rows, a.dim, a.ld_x,
       a.ld_dy, a.ld_out, slots);
