@@ -276,11 +276,17 @@ TEST(GemmSkinny, PickSendsDecodeShapesByEpilogueAndTheRestToV18) {
   EXPECT_EQ(reg.pick(decode_nn).name(), "baseline_cublas");
   decode_nn.has_bias = true;
   EXPECT_EQ(reg.pick(decode_nn).name(), "baseline_cublas");
-  // Few output tiles (32 here, for 66 clusters): cuBLAS, with an epilogue too.
+  // Few output tiles (32 here, for 66 clusters): cuBLAS; with a bias or activation cuBLASLt's
+  // fused epilogue, unless C_in or an output dtype other than the input's asks for the pass.
   hk::GemmProblem skinny(64, 8192, 8192, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(reg.pick(skinny).name(), "baseline_cublas");
   skinny.act = hk::GemmActivation::kRelu;
+  EXPECT_EQ(reg.pick(skinny).name(), "baseline_cublaslt");
+  skinny.beta = 1.0f;
   EXPECT_EQ(reg.pick(skinny).name(), "baseline_cublas");
+  hk::GemmProblem skinny_f32(64, 8192, 8192, 1, DType::kBF16, DType::kF32, false, true);
+  skinny_f32.has_bias = true;
+  EXPECT_EQ(reg.pick(skinny_f32).name(), "baseline_cublas");
   // Small plain products: cuBLAS; with an epilogue, or above 2^36 flops: v18.
   hk::GemmProblem small(2048, 2048, 2048, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(reg.pick(small).name(), "baseline_cublas");

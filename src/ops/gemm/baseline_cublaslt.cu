@@ -181,7 +181,7 @@ std::string gemm_baseline_cublaslt_supports(const GemmProblem& p) {
 }  // namespace
 
 HK_REGISTER_VARIANT(GemmProblem, GemmArgs, "gemm", "baseline_cublaslt",
-                    "cublasLtMatmul with fused BIAS/RELU/GELU epilogues, cached heuristic choice", 70, kFlagNone,
+                    "cublasLtMatmul with fused BIAS/RELU/GELU epilogues, cached heuristic choice", 70, kFlagProduction,
                     gemm_baseline_cublaslt_supports, gemm_baseline_cublaslt_launch);
 
 }  // namespace hk::gemm_baseline_cublaslt
