@@ -287,12 +287,18 @@ TEST(GemmSkinny, PickSendsDecodeShapesByEpilogueAndTheRestToV18) {
   hk::GemmProblem skinny_f32(64, 8192, 8192, 1, DType::kBF16, DType::kF32, false, true);
   skinny_f32.has_bias = true;
   EXPECT_EQ(reg.pick(skinny_f32).name(), "baseline_cublas");
-  // Small plain products: cuBLAS; with an epilogue, or above 2^36 flops: v18.
+  // Small plain products: cuBLAS; with an epilogue over K <= 2048: cuBLASLt's fused epilogue;
+  // C_in there, or above 2^36 flops and K = 4096: v18.
   hk::GemmProblem small(2048, 2048, 2048, 1, DType::kBF16, DType::kBF16, false, true);
   EXPECT_EQ(reg.pick(small).name(), "baseline_cublas");
   small.has_bias = true;
+  EXPECT_EQ(reg.pick(small).name(), "baseline_cublaslt");
+  small.beta = 1.0f;
   EXPECT_EQ(reg.pick(small).name(), "v18_stream_k_tail");
   hk::GemmProblem square(4096, 4096, 4096, 1, DType::kBF16, DType::kBF16, false, true);
+  EXPECT_EQ(reg.pick(square).name(), "v18_stream_k_tail");
+  square.act = hk::GemmActivation::kGelu;
+  square.has_bias = true;
   EXPECT_EQ(reg.pick(square).name(), "v18_stream_k_tail");
 }
 

@@ -48,14 +48,22 @@ std::vector<Route> gemm_dispatch(const GemmProblem& p) {
   // read the operands as given: an operand it cannot (a K of 4095) is where cuBLAS slows down
   // most, and the packing rung's aligned copies come back here.
   const int64_t tiles = (p.m + 127) / 128 * ((p.n + 255) / 256) * p.batch;
-  // Of those, a bias or activation with the output in the input dtype and no C_in: cuBLASLt's
-  // own fused epilogue saves the second pass: 39.4 / 41.6 us against cuBLAS + pass 45.2 / 50.2 at
-  // 64 / 128 x 8192 x 8192 bias+GeLU (1.15x / 1.21x; v18 84.4 / 84.8; H200, 2026-12-03, one process).
-  if (p.m > 32 && tiles < 66 && !plain(p) && p.beta == 0.0f && p.out_dtype == p.in_dtype &&
+  // A bias or activation with the output in the input dtype and no C_in, on those few tiles or
+  // over a short k-loop (K <= 2048): cuBLASLt's own fused epilogue. Few tiles: it saves cuBLAS's
+  // second pass, 39.4 / 41.6 us against 45.2 / 50.2 at 64 / 128 x 8192 x 8192 bias+GeLU (1.15x /
+  // 1.21x; v18 84.4 / 84.8). Short k-loops: v18's consumers run the epilogue between tiles with
+  // the tensor cores idle (ncu at 4096^3: tensor pipe 88.7% plain, 83.8% with bias+GeLU, +4.3 M
+  // issued instructions), +7.9% over its plain product at 8192x8192x1024, where Lt's costs
+  // +1.7%: 212.7 us against v18's 227.2 (1.07x). At K = 4096 the two measured level (4096^3:
+  // Lt 1.01x). H200, 2026-12-03, one process.
+  if (p.m > 32 && (tiles < 66 || p.k <= 2048) && !plain(p) && p.beta == 0.0f && p.out_dtype == p.in_dtype &&
       gemm_tma_supports(p, true).empty())
-    routes.push_back({"baseline_cublaslt", "fewer 128x256 tiles than v18 has clusters, with a bias or activation: "
-                                           "Lt's fused epilogue, 1.15-1.21x cuBLAS + a pass at 64/128x8192x8192 "
-                                           "bias+GeLU"});
+    routes.push_back({"baseline_cublaslt", tiles < 66 ? "fewer 128x256 tiles than v18 has clusters, with a bias or "
+                                                        "activation: Lt's fused epilogue, 1.15-1.21x cuBLAS + a pass "
+                                                        "at 64/128x8192x8192 bias+GeLU"
+                                                      : "a bias or activation over K <= 2048: Lt's fused epilogue "
+                                                        "overlaps the next tile, 1.07x v18 at 8192x8192x1024 "
+                                                        "bias+GeLU"});
   if (p.m > 32 && (tiles < 66 || (plain(p) && p.flops() <= 0x1p36)) && gemm_tma_supports(p, true).empty())
     routes.push_back({"baseline_cublas", tiles < 66 ? "fewer 128x256 tiles than v18 has clusters: cuBLAS's smaller tile, "
                                                       "2.0-2.2x v18 at 64x8192x8192, 128x8192x8192 and 1024^3"
