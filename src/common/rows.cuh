@@ -30,8 +30,8 @@ namespace hk {
 
 // ---- 16-byte loads with a cache policy --------------------------------------------------------
 
-// 16-byte load through the read-only cache for operands every row reuses (g, w). The same
-// instruction and policy as load_stream today (common/vec.cuh says why); the name keeps the
+// 16-byte load through the read-only cache (ld.global.nc) for operands every row reuses (g, w),
+// with the default cache policy, as load_stream (common/vec.cuh says why); the name keeps the
 // intent, so a policy for reused operands can be set here alone.
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load_keep(const T* p) {

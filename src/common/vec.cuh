@@ -27,27 +27,28 @@ template <class T>
 constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte access
 
 // Plain global loads (ld.global, default policy) written as the CUDA headers write __ldcs: an
-// asm without side effects. Not __ldg: with ld.global.nc ptxas hoisted loads further ahead of
-// their use and rmsnorm v03 / v05 / v06 spilled under their launch bounds.
+// asm volatile, so the compiler neither merges nor moves them across other memory operations
+// and barriers. Not __ldg: with ld.global.nc ptxas hoisted loads further ahead of their use and
+// rmsnorm v03 / v05 / v06 spilled under their launch bounds.
 namespace detail {
 __device__ __forceinline__ uint4 ld_global_v4(const void* p) {
   uint4 r;
-  asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
 __device__ __forceinline__ uint2 ld_global_v2(const void* p) {
   uint2 r;
-  asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
   return r;
 }
 __device__ __forceinline__ unsigned ld_global_u32(const void* p) {
   unsigned r;
-  asm("ld.global.u32 %0, [%1];" : "=r"(r) : "l"(p));
+  asm volatile("ld.global.u32 %0, [%1];" : "=r"(r) : "l"(p));
   return r;
 }
 __device__ __forceinline__ unsigned ld_global_u16(const void* p) {
   unsigned short r;
-  asm("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
+  asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
   return r;
 }
 }  // namespace detail
