@@ -7,6 +7,10 @@
 // load its chunk of x before storing the current item's rows (for_each_item_prefetched).
 // Adds over v01: 4-8x fewer memory instructions and no 64-bit division per element; traffic is
 // the minimum (z written once, x and y read ~once).
+// A contiguous z whose rows are whole 16-byte vectors (the common case) takes a flat kernel
+// instead (outer_add_v02_flat_kernel, bcast::flat_outer): one short-lived block per 1024
+// vectors of z, a 64-bit division per vector for its row (torch.compile's shape; the items above
+// ran 0.85-0.86x torch.compile f32 from Python; broadcast.cuh has the sweep).
 // Any alignment: operands or z row strides that are not 16-byte aligned take a second kernel
 // (outer_add_v02_peeled_kernel, bcast::peeled_rows): each row of z peeled to its first 16-byte
 // boundary, 16-byte stores, x read at z's row phase (16-byte loads where it shares it).
@@ -25,6 +29,12 @@ __global__ void __launch_bounds__(bcast::kThreads, bcast::kOuterMinBlocks<T>)
 }
 
 template <class T>
+__global__ void __launch_bounds__(bcast::kFlatThreads)
+    outer_add_v02_flat_kernel(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z, int64_t n1, int64_t n0) {
+  bcast::flat_outer<T, BroadcastKind::kOuterAdd>(x, y, z, n1, n0);
+}
+
+template <class T>
 __global__ void __launch_bounds__(bcast::kPeelThreads)
     outer_add_v02_peeled_kernel(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ z, int64_t n1,
                             int64_t n0, int64_t ldx, int64_t ldz) {
@@ -40,6 +50,10 @@ void outer_add_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
                                    "outer_add_v02_peeled_kernel");
       return;
     }
+    if (bcast::flat_outer_fits<T>(a)) {
+      bcast::launch_flat_outer<T>(outer_add_v02_flat_kernel<T>, a, s, "outer_add_v02_flat_kernel");
+      return;
+    }
     static const int resident = resident_grid(outer_add_v02_kernel<T>, bcast::kThreads);
     bcast::launch_vector_rows<BroadcastKind::kOuterAdd, T>(outer_add_v02_kernel<T>, resident, a, 0, s, "outer_add_v02_kernel");
   });
@@ -48,7 +62,7 @@ void outer_add_v02_launch(const BroadcastArgs& a, cudaStream_t s) {
 }  // namespace
 
 HK_REGISTER_VARIANT(BroadcastProblem, BroadcastArgs, "outer_add", "v02_vectorized",
-                    "16-byte stores, x loaded once per (chunk, 4 rows), 4 vectors in flight, items claimed dynamically", 70,
+                    "16-byte stores; contiguous z: flat one-shot blocks of 256 x 4 vectors; other aligned rows: x loaded once per (chunk, 4 rows), items claimed dynamically", 70,
                     kFlagProduction, nullptr, outer_add_v02_launch);
 
 }  // namespace hk::broadcast_outer_add_v02_vectorized
