@@ -51,6 +51,21 @@ __device__ __forceinline__ unsigned ld_global_u16(const void* p) {
   asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
   return r;
 }
+// Plain global stores (st.global, default policy) written as the CUDA headers write __stcs: with a
+// memory clobber, which keeps the compiler from moving other memory accesses across them. As
+// plain C++ stores, ptxas hoisted loads past them and rmsnorm v05 / v06 spilled.
+__device__ __forceinline__ void st_global_v4(void* p, uint4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void st_global_v2(void* p, uint2 v) {
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
+}
+__device__ __forceinline__ void st_global_u32(void* p, unsigned v) {
+  asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_global_u16(void* p, unsigned short v) {
+  asm volatile("st.global.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
+}
 }  // namespace detail
 
 template <class T, int N>
@@ -63,7 +78,7 @@ __device__ __forceinline__ Vec<T, N> load_stream(const T* p) {
 template <class T, int N>
 __device__ __forceinline__ void store_stream(T* p, const Vec<T, N>& v) {
   static_assert(sizeof(T) * N == 16, "store_stream moves exactly 16 bytes");
-  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&v);
+  detail::st_global_v4(p, *reinterpret_cast<const uint4*>(&v));
 }
 
 // True when `p` sits on a 16-byte boundary (a Vec of 16 bytes may be loaded or stored there).
@@ -137,24 +152,24 @@ __device__ __forceinline__ void store_vec_any(T* p, const Vec<T, N>& v) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint4 r = *reinterpret_cast<const uint4*>(&v);
   if ((a & 15) == 0) {
-    *reinterpret_cast<uint4*>(p) = r;
+    detail::st_global_v4(p, r);
   } else if ((a & 7) == 0) {
     uint2* q = reinterpret_cast<uint2*>(p);
-    q[0] = make_uint2(r.x, r.y);
-    q[1] = make_uint2(r.z, r.w);
+    detail::st_global_v2(q, make_uint2(r.x, r.y));
+    detail::st_global_v2(q + 1, make_uint2(r.z, r.w));
   } else if ((a & 3) == 0) {
     unsigned* q = reinterpret_cast<unsigned*>(p);
-    q[0] = r.x;
-    q[1] = r.y;
-    q[2] = r.z;
-    q[3] = r.w;
+    detail::st_global_u32(q, r.x);
+    detail::st_global_u32(q + 1, r.y);
+    detail::st_global_u32(q + 2, r.z);
+    detail::st_global_u32(q + 3, r.w);
   } else {  // 2-byte aligned: 16-bit elements only
     unsigned short* q = reinterpret_cast<unsigned short*>(p);
     const unsigned w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      q[2 * i] = static_cast<unsigned short>(w[i] & 0xFFFFu);
-      q[2 * i + 1] = static_cast<unsigned short>(w[i] >> 16);
+      detail::st_global_u16(q + 2 * i, static_cast<unsigned short>(w[i] & 0xFFFFu));
+      detail::st_global_u16(q + 2 * i + 1, static_cast<unsigned short>(w[i] >> 16));
     }
   }
 }
