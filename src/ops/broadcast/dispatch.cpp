@@ -5,7 +5,8 @@
 // that are not 16-byte aligned take their peeled kernels (each row of the output peeled to its
 // first 16-byte boundary, 16-byte stores; inputs at another phase read with the widest loads
 // their phase allows). Measured on the H200, 2026-11-29 (docs/broadcast.md), % of copy
-// bandwidth, bf16 / f32, aligned operands:
+// bandwidth, bf16 / f32, aligned operands, before the default cache policy, add_scalar's one-shot
+// blocks and the outer ops' flat kernel (docs/decisions.md, memory-bound ops):
 //
 //   family            rung                  16384x8192            4x2^26
 //   add_scalar        v02_vectorized        92.6 / 92.0           92.7 / 91.8
@@ -24,8 +25,9 @@ namespace hk {
 namespace {
 
 std::vector<Route> add_scalar_dispatch(const BroadcastProblem&) {
-  return {{"v02_vectorized", "16-byte accesses, 4 in flight per thread: 92.6% / 92.0% of copy at 16384x8192 "
-                             "(bf16 / f32, aligned; H200, 2026-11-29); any alignment (peeled)"}};
+  return {{"v02_vectorized", "16-byte accesses, one-shot 128-thread blocks: 92.6% / 92.0% of copy at 16384x8192 "
+                             "(bf16 / f32, aligned; H200, 2026-11-29) as a resident grid-stride loop with evict-first "
+                             "hints, which the one-shot shape beat by 1.11-1.12x in a sweep; any alignment (peeled)"}};
 }
 
 std::vector<Route> outer_add_dispatch(const BroadcastProblem&) {

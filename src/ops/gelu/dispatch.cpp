@@ -3,7 +3,8 @@
 // One rule: v03_vectorized serves every call. It peels the output to its first 16-byte
 // boundary, so any alignment runs 16-byte stores; inputs at another 16-byte phase than the
 // output are read with the widest loads their phase allows. Measured on the H200, 2026-11-29
-// (docs/gelu.md), % of copy bandwidth at 16384x8192 and 4x2^26:
+// (docs/gelu.md), % of copy bandwidth at 16384x8192 and 4x2^26, before v03 took one-shot
+// blocks and the default cache policy (docs/decisions.md, memory-bound ops):
 //
 //   operands               rung              tanh fwd / bwd, bf16 and f32
 //   16-byte aligned        v03_vectorized    90-92% / 93-94%
@@ -17,9 +18,10 @@ namespace hk {
 namespace {
 
 std::vector<Route> gelu_dispatch(const GeluProblem&) {
-  return {{"v03_vectorized", "16-byte loads, 4 in flight per thread, any alignment (the output peeled to its first "
-                             "16-byte boundary): 90-92% of copy forward, 93-94% backward (tanh, 16384x8192 and "
-                             "4x2^26, aligned; H200, 2026-11-29)"}};
+  return {{"v03_vectorized", "16-byte loads, one-shot 128-thread blocks, any alignment (the output peeled to its "
+                             "first 16-byte boundary): 90-92% of copy forward, 93-94% backward as a resident "
+                             "grid-stride loop with evict-first hints (tanh, 16384x8192 and 4x2^26, aligned; H200, "
+                             "2026-11-29); the one-shot shape measured 1.11-1.12x that loop in a sweep"}};
 }
 
 }  // namespace
