@@ -308,6 +308,9 @@ def environment(run):
     line += (f"; copy bandwidth {ceil.get('copy_bytes_per_s', 0) / 1e12:.2f} TB/s, bf16 peak "
              f"{ceil.get('bf16_flops_per_s', 0) / 1e12:.0f} TFLOP/s (measured ceilings)")
     line += "; L2 warm" if run.get("options", {}).get("warm_l2") else "; L2 flushed before every sample"
+    spin = run.get("options", {}).get("spin_us")
+    if spin:
+        line += f"; a {spin:g} µs GPU spin before each sample hides the host's launch work"
     if run.get("stopped"):
         line += "; **the run was stopped early: rows are missing**"
     return line + ".\n"

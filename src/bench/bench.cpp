@@ -232,7 +232,7 @@ nlohmann::json environment_json() {
 nlohmann::json to_json(const std::vector<Row>& rows, const BenchRequest& req) {
   nlohmann::json j = environment_json();
   j["kind"] = "hk-bench";
-  j["options"] = {{"warm_l2", req.time.warm}, {"quick", req.select.quick}, {"variant", req.variant_glob}};
+  j["options"] = {{"warm_l2", req.time.warm}, {"spin_us", req.time.spin_us}, {"quick", req.select.quick}, {"variant", req.variant_glob}};
   auto& arr = j["rows"] = nlohmann::json::array();
   for (auto& r : rows) {
     nlohmann::json x = {{"op", r.family}, {"variant", r.variant}, {"problem", r.key}, {"status", r.status},

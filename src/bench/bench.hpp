@@ -4,7 +4,8 @@
 // fresh random inputs; a wrong variant's row says FAIL and is not timed. Timing uses CUDA events
 // around each launch, warm-up first, median and interquartile spread over many samples, and a
 // cold L2 before every sample (a read-only sweep of 3x L2: it evicts without leaving dirty lines
-// whose write-back would be billed to the kernel). --warm skips the sweep.
+// whose write-back would be billed to the kernel). --warm skips the sweep. A short GPU spin
+// before each start event keeps the host's launch work out of the sample (--spin-us).
 #pragma once
 
 #include <functional>
@@ -20,6 +21,10 @@ struct TimeOptions {
   bool warm = false;
   int max_samples = 100;
   double budget_ms = 1500;  // per (problem, variant), after warm-up
+  // A GPU spin of this many microseconds queued before each sample's start event: the host's
+  // work for the call (dispatch, tensor maps, several launches) overlaps it, so a sample is the
+  // device's time for the op, as the Python benchmark times it. 0: no spin.
+  double spin_us = 300;
 };
 
 struct Timing {

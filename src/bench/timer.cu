@@ -21,6 +21,21 @@ __global__ void bench_l2_flush_kernel(const uint4* __restrict__ buf, int64_t n, 
   if (acc == 0x9E3779B9u && sink) *sink = make_uint4(acc, 0, 0, 0);
 }
 
+// Holds the stream for `ns` nanoseconds of the global timer (one thread).
+__global__ void bench_spin_kernel(int64_t ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < static_cast<uint64_t>(ns));
+}
+
+void spin(cudaStream_t s, double us) {
+  if (us <= 0) return;
+  bench_spin_kernel<<<1, 1, 0, s>>>(static_cast<int64_t>(us * 1e3));
+  HK_CHECK_LAUNCH("bench_spin_kernel");
+}
+
 struct Flusher {
   uint4* buf = nullptr;
   int64_t n = 0;
@@ -80,6 +95,7 @@ std::vector<Timing> time_interleaved(const std::vector<std::function<void(cudaSt
     for (size_t v = 0; v < nv; ++v) {
       if (r >= want[v]) continue;
       if (!opt.warm) flusher().flush(s);
+      spin(s, opt.spin_us);
       HK_CHECK_CUDA(cudaEventRecord(ev[v][2 * r], s));
       launches[v](s);
       HK_CHECK_CUDA(cudaEventRecord(ev[v][2 * r + 1], s));

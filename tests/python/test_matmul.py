@@ -87,7 +87,16 @@ def test_epilogues(dev, dtype, with_bias, activation):
     if activation == "gelu":  # f32 GeLU in two libraries: neighbouring values may round apart
         torch.testing.assert_close(c, expect, rtol=ULP[dtype], atol=1e-5)
     else:
-        torch.testing.assert_close(c, expect, rtol=0, atol=0)
+        torch.testing.assert_close(c, expect, **bias_tolerance(dev, dtype, with_bias))
+
+
+def bias_tolerance(dev, dtype, with_bias):
+    """Exact, but for a bias on the GPU: few-tile problems like the tests' run cuBLASLt's fused
+    BIAS epilogue, which rounds the product to the 16-bit output, adds the bias and rounds again
+    (as torch's own bf16 Linear does): one output ulp."""
+    if with_bias and dev.type == "cuda":
+        return dict(rtol=ULP[dtype], atol=0)
+    return dict(rtol=0, atol=0)
 
 
 def test_random_values_k_aware_tolerance(dev):
@@ -169,8 +178,8 @@ def test_operands_tma_cannot_describe_match_torch_exactly(dev, dtype):
             assert "v19_aligned_pack" in hk.explain("gemm", a, b).splitlines()[0]
         torch.testing.assert_close(hk.matmul(a, b), reference(a, b).to(dtype), rtol=0, atol=0)
         bias = small_ints((b.shape[1],), dtype, dev)
-        torch.testing.assert_close(hk.matmul(a, b, bias, "relu"), reference(a, b, bias, "relu").to(dtype), rtol=0,
-                                   atol=0)
+        torch.testing.assert_close(hk.matmul(a, b, bias, "relu"), reference(a, b, bias, "relu").to(dtype),
+                                   **bias_tolerance(dev, dtype, True))
 
 
 def grad_tolerance(dtype, length):
@@ -193,6 +202,13 @@ def test_gradients_match_torch(dev, layout, activation):
     b = (randn(n, k).t() if layout[1] == "t" else randn(k, n)).requires_grad_()
     bias = randn(n).requires_grad_()
     dy = randn(m, n)
+    if activation == "relu":
+        # Where the pre-activation lies within an output ulp of zero, whether ReLU passes it
+        # depends on how the forward rounded (cuBLASLt's bias epilogue rounds twice): no
+        # gradient flows there in either case.
+        p = a.detach().float() @ b.detach().float()
+        z = p + bias.detach().float()
+        dy = torch.where(z.abs() <= ULP[dtype] * (p.abs() + bias.detach().float().abs()), 0, dy)
     hk.matmul(a, b, bias, activation).backward(dy)
     ar, br, biasr = (t.detach().float().requires_grad_() for t in (a, b, bias))
     reference(ar, br, biasr, activation).backward(dy.float())

@@ -67,6 +67,7 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
         command += (i ? "," : "") + std::string(hk::to_string(req.select.dtypes[i]));
     }
     if (req.time.warm) command += " --warm";
+    if (req.time.spin_us != hk::bench::TimeOptions{}.spin_us) command += fmt::format(" --spin-us {:g}", req.time.spin_us);
     if (req.select.quick && !req.families.empty()) command += " --quick";
     command += fmt::format(" --budget-ms {:g}", req.time.budget_ms);
     j["command"] = command;
@@ -100,6 +101,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--warm", req.time.warm, "keep L2 warm between samples (default: flushed)");
   cmd->add_flag("--quick", req.select.quick, "a few shapes per family: the public op (its dispatch) + baseline");
   cmd->add_option("--budget-ms", req.time.budget_ms, "time budget per row after warm-up");
+  cmd->add_option("--spin-us", req.time.spin_us,
+                  "GPU spin before each sample, so the host's launch work stays out of it (0: none)");
   cmd->callback([] {
     if (families.empty()) req.select.quick = true;
     req.families = families;
