@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <ctime>
@@ -28,7 +29,9 @@ struct Options {
 
 void add_common(CLI::App* cmd, Options& o) {
   cmd->add_option("family", o.family, "the family to profile (see hk list)");
-  cmd->add_option("--variant", o.variant_glob, "only variants matching this glob (e.g. 'v0[13]*')");
+  cmd->add_option("--variant", o.variant_glob,
+                  "only variants matching this glob (e.g. 'v0[13]*'); 'public': what the family's dispatch "
+                  "chooses for the selected problems");
   cmd->add_option("--shape", o.shapes, "problem shape(s), e.g. 16384x8192 (repeatable)");
   cmd->add_option("--dtype", o.dtype_list, "dtype(s), comma-separated: f32,f16,bf16");
   cmd->add_option("--problem", o.problem_glob,
@@ -80,6 +83,21 @@ int make_plan(const char* cmd, const Options& o, Plan& plan) {
   if (plan.problems.empty()) {
     fmt::print(stderr, "hk {}: no {} bench problem matches --problem '{}'\n", cmd, o.family, o.problem_glob);
     return 1;
+  }
+  // "public", as in hk bench: the variant the public op runs (the family's dispatch) for each
+  // selected problem.
+  if (!o.variant_glob.empty() && hk::bench::glob_match(o.variant_glob, "public")) {
+    for (auto& p : plan.problems) {
+      const hk::Variant* chosen = nullptr;
+      try {
+        chosen = hk::Registry::get().choose(*p).variant;
+      } catch (const hk::Error& e) {
+        fmt::print(stderr, "hk {}: the {} dispatch serves no variant for {}: {}\n", cmd, o.family, p->key(), e.what());
+        return 1;
+      }
+      if (std::find(plan.variants.begin(), plan.variants.end(), chosen) == plan.variants.end())
+        plan.variants.push_back(chosen);
+    }
   }
   if (plan.variants.empty()) {
     fmt::print(stderr, "hk {}: no {} variant matches --variant '{}'\n", cmd, o.family, o.variant_glob);
