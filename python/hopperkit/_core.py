@@ -208,13 +208,15 @@ def _shape_text(shape: Any) -> str:
 
 def bench(family: str | Iterable[str] | None = None, *, variant: str | None = None,
           shapes: Iterable[Any] = (), dtypes: Iterable[str] = (), warm: bool = False,
-          quick: bool | None = None, budget_ms: float = 1500.0, progress: bool = False) -> dict:
+          quick: bool | None = None, budget_ms: float = 1500.0, spin_us: float = 300.0,
+          progress: bool = False) -> dict:
     """Runs the ``hk bench`` harness and returns its JSON record (the document ``--json`` writes).
 
     ``family=None`` is the quick suite (every family's default variant vs its baseline), as
     ``hk bench`` with no family; ``variant`` is a glob; ``shapes`` are "16384x8192" strings or
     tuples; ``dtypes`` names like "bf16". Every row is verified against the fp64 reference before
-    it is timed. RuntimeError without a GPU; ValueError for an unknown family.
+    it is timed; ``spin_us`` of GPU spin before each sample keeps the host's launch work out of
+    it (0: none). RuntimeError without a GPU; ValueError for an unknown family.
     """
     if family is None:
         names = []
@@ -225,5 +227,5 @@ def bench(family: str | Iterable[str] | None = None, *, variant: str | None = No
     if quick is None:
         quick = family is None
     doc = _C.bench(names, variant or "", [_shape_text(s) for s in shapes], list(dtypes),
-                   bool(warm), bool(quick), float(budget_ms), bool(progress))
+                   bool(warm), bool(quick), float(budget_ms), float(spin_us), bool(progress))
     return json.loads(doc)

@@ -399,7 +399,7 @@ nb::list reference(const std::string& family, const std::vector<InArray>& in, co
 // The `hk bench` harness; returns the same JSON document as `hk bench --json`.
 std::string bench(const std::vector<std::string>& families, const std::string& variant_glob,
                   const std::vector<std::string>& shapes, const std::vector<std::string>& dtypes, bool warm,
-                  bool quick, double budget_ms, bool progress) {
+                  bool quick, double budget_ms, double spin_us, bool progress) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) HK_THROW(kCuda, "hk.bench needs a CUDA GPU: ", no_gpu);
   hk::bench::BenchRequest req;
@@ -410,6 +410,7 @@ std::string bench(const std::vector<std::string>& families, const std::string& v
   req.select.quick = quick;
   req.time.warm = warm;
   req.time.budget_ms = budget_ms;
+  req.time.spin_us = spin_us;
   req.progress = progress;
   std::vector<hk::bench::Row> rows;
   {
@@ -468,6 +469,6 @@ NB_MODULE(_C, m) {
   m.def("reference", &reference, nb::arg("family"), nb::arg("inputs"), nb::arg("attrs"),
         "the fp64 reference on host arrays: float64 NumPy arrays, one per output");
   m.def("bench", &bench, nb::arg("families"), nb::arg("variant_glob"), nb::arg("shapes"), nb::arg("dtypes"),
-        nb::arg("warm"), nb::arg("quick"), nb::arg("budget_ms"), nb::arg("progress"),
+        nb::arg("warm"), nb::arg("quick"), nb::arg("budget_ms"), nb::arg("spin_us"), nb::arg("progress"),
         "runs the hk bench harness; returns its JSON document as a string");
 }
