@@ -190,14 +190,8 @@ def grad_tolerance(dtype, length):
 
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_gradients_match_torch(request, dev, layout, activation):
+def test_gradients_match_torch(dev, layout, activation):
     dtype = torch.bfloat16
-    if dev.type == "cuda" and layout == "tn" and activation == "relu":
-        # Open (docs/gemm.md, "Lt's accuracy on few-tile problems"): cuBLASLt serves this one-tile
-        # forward, and one output's ReLU mask disagrees with the f32 reference by more than the
-        # rounding the test allows for (H200, 2026-12-03).
-        request.applymarker(pytest.mark.xfail(reason="cuBLASLt's few-tile forward: one ReLU mask differs "
-                                                     "beyond rounding (docs/gemm.md)", strict=False))
     m, n, k = 37, 45, 61
     gen = torch.Generator().manual_seed(7)
 

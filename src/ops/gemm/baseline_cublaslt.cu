@@ -129,6 +129,12 @@ Plan make_plan(const GemmArgs& g, int align_a, int align_b, int align_c, int ali
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4), "ALIGN_B");
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4), "ALIGN_C");
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], 4), "ALIGN_D");
+  // Split-K partial sums stay in f32 (in the workspace): by default Lt may also reduce them in
+  // the output type, which rounds each partial to bf16/f16 before the sum.
+  uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                                sizeof(reduction)),
+           "REDUCTION_SCHEME_MASK");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   check_lt(cublasLtMatmulAlgoGetHeuristic(detail::cublaslt_handle(), p.op, p.a, p.b, p.c, p.d, pref, 1, &result, &found),
