@@ -59,16 +59,21 @@ static void copy_pinned(void* dst, const void* src, size_t bytes, cudaMemcpyKind
 }
 
 Case::Case(ProblemPtr problem, uint64_t seed) : problem_(std::move(problem)) {
+  in_specs_ = problem_->inputs();
   out_specs_ = problem_->outputs();
-  for (auto& spec : problem_->inputs()) in_dev_.emplace_back(host::storage_bytes(spec));
+  for (auto& spec : in_specs_) in_dev_.emplace_back(host::storage_bytes(spec));
   for (auto& spec : out_specs_) out_dev_.emplace_back(host::storage_bytes(spec));
+  for (size_t i = 0; i < in_specs_.size(); ++i)
+    operands_.in.emplace_back(in_dev_[i].get(), in_specs_[i].dtype, in_specs_[i].shape, in_specs_[i].strides);
+  for (size_t i = 0; i < out_specs_.size(); ++i)
+    operands_.out.emplace_back(out_dev_[i].get(), out_specs_[i].dtype, out_specs_[i].shape, out_specs_[i].strides);
   storage_.resize(out_specs_.size());
   got_.resize(out_specs_.size());
   refresh_inputs(seed);
 }
 
 void Case::refresh_inputs(uint64_t seed) {
-  auto specs = problem_->inputs();
+  const auto& specs = in_specs_;
   in_host_.clear();
   for (size_t i = 0; i < specs.size(); ++i) {
     in_host_.push_back(host::random_tensor(specs[i], seed * 131 + i));
@@ -77,16 +82,6 @@ void Case::refresh_inputs(uint64_t seed) {
     copy_pinned(in_dev_[i].get(), storage.data(), storage.size(), cudaMemcpyHostToDevice);
   }
   ref_ready_ = false;
-}
-
-Operands Case::operands() const {
-  Operands ops;
-  auto specs = problem_->inputs();
-  for (size_t i = 0; i < specs.size(); ++i)
-    ops.in.emplace_back(in_dev_[i].get(), specs[i].dtype, specs[i].shape, specs[i].strides);
-  for (size_t i = 0; i < out_specs_.size(); ++i)
-    ops.out.emplace_back(out_dev_[i].get(), out_specs_[i].dtype, out_specs_[i].shape, out_specs_[i].strides);
-  return ops;
 }
 
 void Case::poison_outputs(cudaStream_t stream) {
