@@ -81,7 +81,7 @@ void launch_bwd(const BroadcastArgs& a, cudaStream_t s) {
   constexpr int kGroups = kThreads / kGroup;
   auto kernel = row_scale_relu_v02_bwd_kernel<T, kGroup>;
   static const int resident = resident_grid(kernel, kThreads);
-  const int blocks = static_cast<int>(std::min<int64_t>(resident, ceil_div(a.n1, kGroups)));
+  const int blocks = static_cast<int>(balanced_grid(ceil_div(a.n1, kGroups), resident));
   kernel<<<blocks, kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.y),
                                      static_cast<const T*>(a.dz), static_cast<T*>(a.z), static_cast<T*>(a.dy), a.n1,
                                      a.n0, a.ld_x, a.ld_dz, a.ld_z);

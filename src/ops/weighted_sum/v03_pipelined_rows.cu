@@ -15,8 +15,9 @@
 // Bytes in flight per SM, always (not only between reductions): resident threads x kPer x 16 B
 // = 4 blocks x 256 x 64 B = 64 KiB at bf16 8192 (kPer 4, 56 registers); 2 x 256 x 128 B =
 // 64 KiB at f32 8192 (kPer 8).
-// The grid is resident (every block stays for ~rows / grid rows), so the tail is at most one
-// row per block (< 3% at 16384 rows), not a partial wave of short-lived blocks.
+// The grid is resident (every block stays for ~rows / grid rows) and balanced: every block runs
+// the same number of rows (balanced_grid: 512 blocks of 32 rows at 16384 rows, where all 528
+// resident blocks would leave 16 of them a 32nd row alone at the end).
 // Needs: forward; 16-byte aligned row starts and w; D a multiple of 16 bytes, at most 2048
 // 16-byte vectors (w's slice and two rows of x in registers). Otherwise supports() says why.
 // Shorter rows (<= 128 vectors) and fewer than 512 rows run correctly but leave SMs idle
@@ -84,7 +85,7 @@ template <class T, int kPer>
 void launch_typed(const WeightedSumArgs& a, cudaStream_t s) {
   auto kernel = weighted_sum_v03_kernel<T, kPer>;
   static const int resident = resident_grid(kernel, kThreads);
-  const int blocks = static_cast<int>(std::min<int64_t>(resident, a.rows));
+  const int blocks = static_cast<int>(balanced_grid(a.rows, resident));
   kernel<<<blocks, kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<T*>(a.y),
                                      a.rows, a.dim, a.ld_x);
   HK_CHECK_LAUNCH("weighted_sum_v03_kernel");
