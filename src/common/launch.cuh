@@ -26,16 +26,6 @@ int resident_grid(Kernel kernel, int threads, size_t smem = 0) {
   return device_info().sm_count * (per_sm > 0 ? per_sm : 1);
 }
 
-// Blocks for a grid-stride loop over `items` equal items (rows) with at most `resident` blocks:
-// the fewest that still finish in ceil(items / resident) rounds, so every block takes the same
-// number of items, give or take one in the first round, never in the last. 16384 rows on 528
-// resident blocks: 512 blocks of 32 rows, not 528 of which 16 run a 32nd round alone.
-inline int64_t balanced_grid(int64_t items, int64_t resident) {
-  if (items <= resident) return items;
-  const int64_t rounds = (items + resident - 1) / resident;
-  return (items + rounds - 1) / rounds;
-}
-
 namespace detail {
 // allow_dynamic_smem for any kernel: one map for every instantiation and translation unit.
 inline void allow_dynamic_smem(const void* kernel, size_t bytes) {
@@ -68,6 +58,15 @@ void allow_dynamic_smem(Kernel kernel, size_t bytes) {
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks for a grid-stride loop over `items` equal items (rows) with at most `resident` blocks:
+// the fewest that still finish in ceil(items / resident) rounds, so that all but fewer than
+// `rounds` blocks run the last round. 16384 rows on 528 resident blocks: 512 blocks of 32 rows,
+// not 528 of which 16 run a 32nd round alone.
+inline int64_t balanced_grid(int64_t items, int64_t resident) {
+  if (items <= resident) return items;
+  return ceil_div(items, ceil_div(items, resident));
+}
 
 // Blocks for a grid-stride kernel over `items` work items: one per item, capped at 2^30 (the
 // kernel's loop covers the rest; gridDim.x allows 2^31 - 1).
