@@ -5,9 +5,11 @@
 eager and ``torch.compile`` of the same expression, at each family's benchmark shapes and dtypes.
 The candidates of a row are timed interleaved in one process — sample r of every candidate
 before sample r + 1 of any — each sample after the L2 is swept by writing a buffer twice its
-size and a ~300 µs spin kernel queued so the host's work for the call overlaps the device's
-(``median_us`` is device time; ``host_us`` the host's time to issue the call, reported beside
-it), so a ratio compares calls measured under the same clocks. Outputs are checked against
+size and a spin kernel queued so the host's work for the call overlaps the device's: 300 µs, or
+longer where a candidate's call takes longer to issue (1.5 times its slowest warm-up call plus
+100 µs, the row's ``spin_us``), the same for every candidate of the row. ``median_us`` is device
+time; ``host_us`` the host's time to issue the call, reported beside it. A ratio so compares
+calls measured under the same clocks. Outputs are checked against
 eager PyTorch first. The JSON document has the fields of ``hk bench --json`` (kind
 "hk-torch-bench"): one row per (op, problem, candidate) with ``median_us`` and
 ``speedup_vs_baseline``, where the baseline is eager PyTorch; ``vs_best_peer`` is the ratio to
@@ -540,16 +542,30 @@ def _spin_cycles(us: float = 300.0) -> int:
     return int(us * khz / 1e3)
 
 
+def covering_spin_us(fns: list[Callable[[], Any]], min_us: float = 300.0) -> float:
+    """The spin, in µs, that covers the slowest host work among ``fns``: at least ``min_us``, and
+    1.5 times the longest of two timed calls of each plus 100 µs. A call whose issue takes longer
+    than the spin before it (a backward through autograd: ~0.5 ms of Python) would leave the
+    device idle inside its timed region and be billed for the host."""
+    longest = 0.0
+    for fn in fns:
+        for _ in range(2):
+            t0 = time.perf_counter()
+            fn()
+            longest = max(longest, (time.perf_counter() - t0) * 1e6)
+    return max(min_us, 1.5 * longest + 100.0)
+
+
 def time_interleaved(fns: list[Callable[[], Any]], samples: int, flush: Any,
                      spin_cycles: int = 0) -> tuple[list[list[float]], list[list[float]]]:
     """Per function, `samples` GPU times and host times in µs, sample r of every function before
     r + 1 of any.
 
     The GPU time is what the device spends between two events around the call. A spin kernel
-    (`spin_cycles`, ~300 µs) queued after the L2 sweep keeps the device busy while the host
-    issues the call, so a call whose host work outlasts its kernel is not charged for the host
-    (a user's stream overlaps it the same way); the host time (perf_counter around the call) is
-    reported beside it.
+    (`spin_cycles`; `covering_spin_us` sizes it) queued after the L2 sweep keeps the device busy
+    while the host issues the call, so a call whose host work outlasts its kernel is not charged
+    for the host (a user's stream overlaps it the same way); the host time (perf_counter around
+    the call) is reported beside it.
     """
     gpu: list[list[float]] = [[] for _ in fns]
     host: list[list[float]] = [[] for _ in fns]
@@ -609,12 +625,11 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
     if problems:
         cases = [c for c in cases if any(p in c.problem for p in problems)]
     flush = _flush_buffer()
-    spin = _spin_cycles()
     rows = []
     stopped = False
     for idx, case in enumerate(cases):
         try:
-            _run_case(case, idx, len(cases), samples, compile, flush, spin, rows, progress)
+            _run_case(case, idx, len(cases), samples, compile, flush, rows, progress)
         except KeyboardInterrupt:
             if not keep_on_interrupt:
                 raise
@@ -626,11 +641,11 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
             "python": platform.python_version(), "gpu": torch.cuda.get_device_name(0),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": command or ("python -m hopperkit.bench" + (" --quick" if quick else "")),
-            "options": {"quick": quick, "samples": samples, "warm_l2": False, "spin_us": 300}, "stopped": stopped,
+            "options": {"quick": quick, "samples": samples, "warm_l2": False, "spin_us": 300, "spin_covers_host": True}, "stopped": stopped,
             "rows": rows}
 
 
-def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: Any, spin: Any, rows: list,
+def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: Any, rows: list,
               progress: bool) -> None:
     """Checks one case, times its candidates interleaved and appends their rows (all or none)."""
     new_rows: list[dict] = []
@@ -658,10 +673,12 @@ def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: A
         except Exception as e:  # noqa: BLE001 - a peer that cannot compile is reported, not fatal
             new_rows.append({"op": case.op, "variant": "torch.compile", "problem": case.problem,
                              "status": f"SKIP: {type(e).__name__}: {e}", "baseline": False})
+    spin_us = 0.0
     if status == "ok":
         for fn in fns:  # warm-up
             fn()
-    times, host = (time_interleaved(fns, samples, flush, spin) if status == "ok" else (None, None))
+        spin_us = covering_spin_us(fns)
+    times, host = (time_interleaved(fns, samples, flush, _spin_cycles(spin_us)) if status == "ok" else (None, None))
     medians = [_median(t) for t in times] if times else []
     eager_us = medians[1] if medians else 0.0
     best_peer = min(medians[1:]) if medians else 0.0
@@ -671,7 +688,7 @@ def _run_case(case: Any, idx: int, n: int, samples: int, compile: bool, flush: A
         if medians:
             us = medians[i]
             row.update({"median_us": us, "min_us": min(times[i]), "host_us": _median(host[i]),
-                        "samples": samples,
+                        "samples": samples, "spin_us": round(spin_us, 1),
                         "tflops": case.flops / (us * 1e-6) / 1e12 if us > 0 else 0.0,
                         "tbps": case.bytes / (us * 1e-6) / 1e12 if us > 0 else 0.0,
                         "speedup_vs_baseline": eager_us / us if us > 0 else 0.0})

@@ -2,9 +2,10 @@
 // every test problem (CPU), attrs() rebuild every problem (CPU), the fp64 reference against
 // finite differences and by hand (CPU), the tolerance against an emulation of the kernels'
 // 16-bit rounding (CPU), the public ops on transposed and padded views and the deterministic
-// backward run twice (GPU). Variable length (thd): bad input and bad prefix sums (CPU), the
+// backward run twice, one-hot rows return V exactly (GPU). Variable length (thd): bad input and bad prefix sums (CPU), the
 // reference against per-sequence fixed-length problems (CPU), the dispatch per head dim (CPU),
 // the public varlen ops through padded views (GPU).
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <set>
 #include <limits>
+#include <random>
 
 #include "attention/attention_op.hpp"
 #include "bench/case.hpp"
@@ -714,6 +716,48 @@ TEST(AttentionPublic, DeterministicBackwardIsBitwiseRepeatable) {
     auto r = c.check();
     EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
   }
+}
+
+// A one-hot softmax row returns V's row exactly. k = q with entries ~N(0, 100^2): a query's score
+// with its own key (|q|^2, about 1.3e6 at D = 128 before scaling) leads every other by more than
+// ten standard deviations, so each row's softmax is exactly one-hot, and its one probability must
+// be exp2(0) = 1. Computed as exp2(s * c - max * c) it is 2^(half an ulp of max * c) instead, and
+// O lands an ulp off V (the backward then carries that ulp into every dS of the row).
+TEST(AttentionPublic, OneHotRowsReturnVExactly) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const int64_t S = 300, H = 2;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> big(0.f, 100.f), unit(0.f, 1.f);
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true}) {
+      const size_t n = size_t(S * H * d);
+      std::vector<__nv_bfloat16> q(n), v(n), o(n);
+      for (auto& x : q) x = __float2bfloat16(big(rng));
+      for (auto& x : v) x = __float2bfloat16(unit(rng));
+      void *dq = nullptr, *dv = nullptr, *dout = nullptr, *dlse = nullptr;
+      ASSERT_EQ(cudaMalloc(&dq, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dv, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dout, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dlse, size_t(H * S) * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dq, q.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dv, v.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dout, 0xff, n * 2), cudaSuccess);  // NaN: a row not written fails
+      const TensorView tq(dq, DType::kBF16, {1, S, H, d}), tv(dv, DType::kBF16, {1, S, H, d});
+      const TensorView to(dout, DType::kBF16, {1, S, H, d}), tl(dlse, DType::kF32, {1, H, S});
+      AttentionOptions opt;
+      opt.causal = causal;
+      hk::attention(tq, tq, tv, to, tl, opt);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(o.data(), dout, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      int64_t wrong = 0, first = -1;
+      for (size_t i = 0; i < n; ++i)
+        if (std::memcmp(&o[i], &v[i], 2) != 0 && wrong++ == 0) first = int64_t(i);
+      EXPECT_EQ(wrong, 0) << "D " << d << (causal ? " causal" : "") << ": first at " << first << ", O "
+                          << (first < 0 ? 0.f : __bfloat162float(o[size_t(first)])) << " for V "
+                          << (first < 0 ? 0.f : __bfloat162float(v[size_t(first)]));
+      for (void* ptr : {dq, dv, dout, dlse}) cudaFree(ptr);
+    }
 }
 
 // The public varlen ops (dispatch included) on packed tensors with padded rows, forward and

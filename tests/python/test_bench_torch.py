@@ -98,8 +98,19 @@ def test_a_case_whose_call_raises_is_a_fail_row_and_the_run_goes_on():
 
     rows: list = []
     case = tb.Case("attention_varlen", "n2_t10_h1_d8_bf16", boom, boom, 1.0, 1.0)
-    tb._run_case(case, 0, 1, samples=3, compile=False, flush=None, spin=0, rows=rows, progress=False)
+    tb._run_case(case, 0, 1, samples=3, compile=False, flush=None, rows=rows, progress=False)
     assert [r["variant"] for r in rows] == ["hopperkit", "torch"]
     assert rows[0]["status"] == "FAIL: RuntimeError: no kernel for this shape"
     assert "median_us" not in rows[0]
     assert "FAIL: RuntimeError" in tb.markdown({"rows": rows})
+
+
+def test_the_spin_covers_the_slowest_call_to_issue():
+    # A candidate whose call takes 2 ms of host time gets a spin longer than that, so the device
+    # does not wait for it inside the timed region; quick calls keep the 300 µs floor.
+    import time
+
+    import hopperkit.bench as tb
+
+    assert tb.covering_spin_us([lambda: None]) == 300.0
+    assert tb.covering_spin_us([lambda: None, lambda: time.sleep(0.002)]) >= 1.5 * 2000 + 100

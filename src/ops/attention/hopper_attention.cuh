@@ -207,7 +207,10 @@ __device__ __noinline__ int2 key_blocks_call(int m0, int sq, int sk, int64_t wl,
 // The online softmax of one S tile for the two rows a thread holds: s is turned into P in place,
 // the row maxima (raw score units, or softcapped ones) and partial sums updated; scale_o returns
 // the factor each row's O accumulators must be multiplied by. A score becomes a probability by
-// one FFMA and one MUFU.EX2: exp2(s * scale log2(e) - max * scale log2(e)). kMask: the block
+// an FADD, an FMUL and one MUFU.EX2: exp2((s - max) * scale log2(e)). The difference is taken
+// first so that the row's largest score gives exactly 2^0 = 1: the fused form
+// exp2(s * c - max * c) is off by the rounding of max * c, half an ulp of a number that reaches
+// 2^14 for scores of 1e4, which made a one-hot row's output one bf16 ulp short. kMask: the block
 // holds keys some row of the tile may not see (the diagonal of a causal or windowed tile, keys
 // past Sk); whole blocks skip the range test. kSoftcap: scores are softcap * tanh(s / softcap).
 template <int kBlockN, bool kMask, bool kSoftcap>
@@ -237,15 +240,15 @@ __device__ __forceinline__ void online_softmax(const FwdParams& p, float (&s)[kB
     blk_max[h] = fmaxf(blk_max[h], __shfl_xor_sync(0xffffffff, blk_max[h], 1));
     blk_max[h] = fmaxf(blk_max[h], __shfl_xor_sync(0xffffffff, blk_max[h], 2));
     const float m_new = fmaxf(row_max[h], blk_max[h]);
-    const float m_scaled = m_new == -INFINITY ? 0.f : m_new * mul;  // a row with nothing visible yet
-    scale_o[h] = fast_exp2(row_max[h] * mul - m_scaled);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet
+    scale_o[h] = fast_exp2((row_max[h] - m_use) * mul);
     row_max[h] = m_new;
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const float e = fast_exp2(fmaf(s[4 * j + 2 * h + c], mul, -m_scaled));
+        const float e = fast_exp2((s[4 * j + 2 * h + c] - m_use) * mul);
         s[4 * j + 2 * h + c] = e;
         sum += e;
       }
