@@ -121,22 +121,28 @@ GemmProblem problem_of(const GemmArgs& g) {
 void gemm_v19_launch(const GemmArgs& g, cudaStream_t stream) {
   const int ein = dtype_bits(g.in_dtype) / 8, eout = dtype_bits(g.out_dtype) / 8;
   GemmArgs q = g;
-  // K = 0: one zero k-block of 8 (A B = 0), so the kernels' K >= 1 holds.
+  // K = 0: one zero k-block of 8 (A B = 0), so the kernels' K >= 1 holds. A K that is not whole
+  // 16-byte units is rounded up, both copies zero-filled past it (the product is unchanged): the
+  // dispatch hands small plain products to cuBLAS, which keeps its slow path for an unaligned K
+  // even on aligned copies (4096x4096x1001 bf16: 372 us with K = 1001 and padded rows, 73 us
+  // when v18 ran those copies; H200, 2026-12-03).
   const bool k0 = g.k == 0;
-  q.k = k0 ? 8 : g.k;
+  const bool pad_k = !k0 && (g.k * ein) % kAlign != 0;
+  q.k = k0 ? 8 : pad_k ? round_up(g.k, kAlign / ein) : g.k;
+  const int64_t k_src = k0 ? q.k : g.k;  // K = 0 copies nothing: its scratch is zeroed
   Lines c{g.c, g.m, g.n, g.ldc, g.batch_stride_c, eout};
   // TMA stores whole 16-byte units, so a C row must be whole units: N is rounded up and the
   // GEMM computes the extra columns (zero columns of B, zero bias) into the scratch C.
   const bool pack_c = !c.tma_ok(g.batch) || (g.n * eout) % kAlign != 0;
   q.n = pack_c ? round_up(g.n, kAlign / eout) : g.n;
   const bool wide = q.n != g.n;
-  Lines a{g.a, g.a_col ? q.k : g.m, g.a_col ? g.m : q.k, g.lda, g.batch_stride_a, ein};
-  Lines b{g.b, g.b_col ? g.n : q.k, g.b_col ? q.k : g.n, g.ldb, g.batch_stride_b, ein};
-  a.lines_p = a.lines, a.inner_p = a.inner;
-  b.lines_p = g.b_col ? q.n : b.lines, b.inner_p = g.b_col ? b.inner : q.n;
+  Lines a{g.a, g.a_col ? k_src : g.m, g.a_col ? g.m : k_src, g.lda, g.batch_stride_a, ein};
+  Lines b{g.b, g.b_col ? g.n : k_src, g.b_col ? k_src : g.n, g.ldb, g.batch_stride_b, ein};
+  a.lines_p = g.a_col ? q.k : g.m, a.inner_p = g.a_col ? g.m : q.k;
+  b.lines_p = g.b_col ? q.n : q.k, b.inner_p = g.b_col ? q.k : q.n;
   c.lines_p = c.lines, c.inner_p = q.n;
   Lines c_in{g.c_in, g.m, g.n, g.ldc_in, g.batch_stride_c_in, eout, g.m, q.n};
-  const bool pack_a = k0 || !a.tma_ok(g.batch), pack_b = k0 || wide || !b.tma_ok(g.batch);
+  const bool pack_a = k0 || pad_k || !a.tma_ok(g.batch), pack_b = k0 || pad_k || wide || !b.tma_ok(g.batch);
   // C_in is read with scalar loads wherever it is, but not past its N columns.
   const bool pack_c_in = g.c_in && wide;
   const bool pack_bias = g.bias && (wide || !aligned(g.bias));
