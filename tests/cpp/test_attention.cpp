@@ -2,9 +2,9 @@
 // every test problem (CPU), attrs() rebuild every problem (CPU), the fp64 reference against
 // finite differences and by hand (CPU), the tolerance against an emulation of the kernels'
 // 16-bit rounding (CPU), the public ops on transposed and padded views and the deterministic
-// backward run twice, one-hot rows return V exactly (GPU). Variable length (thd): bad input and bad prefix sums (CPU), the
-// reference against per-sequence fixed-length problems (CPU), the dispatch per head dim (CPU),
-// the public varlen ops through padded views (GPU).
+// backward run twice, one-hot rows return V exactly (GPU). Variable length (thd): bad input and
+// bad prefix sums (CPU), the reference against per-sequence fixed-length problems (CPU), the
+// dispatch per head dim (CPU), the public varlen ops through padded views (GPU).
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
