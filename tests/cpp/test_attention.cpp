@@ -4,7 +4,8 @@
 // 16-bit rounding (CPU), the public ops on transposed and padded views and the deterministic
 // backward run twice, one-hot rows return V exactly (GPU). Variable length (thd): bad input and
 // bad prefix sums (CPU), the reference against per-sequence fixed-length problems (CPU), the
-// dispatch per head dim (CPU), the public varlen ops through padded views (GPU).
+// dispatch per head dim (CPU), the public varlen ops through padded views and with wrong prefix
+// sums (GPU).
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -323,19 +324,16 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   EXPECT_EQ(pick(256, false), "v05_wgmma_tma");    // the 256-column tile
   EXPECT_EQ(pick(200, false), "v05_wgmma_tma");
   EXPECT_EQ(pick(201, false), "v08_padded_pack");
-  // above D = 96 the thd backward runs v07 on per-sequence front-padded copies
-  EXPECT_EQ(pick(256, true), "v08_padded_pack");
-  EXPECT_EQ(pick(64, true), "v04_fa2_backward");  // v07 takes no thd
-  EXPECT_EQ(pick(96, true), "v04_fa2_backward");  // v04 takes D = 96 as it is: nothing to pack
-  EXPECT_EQ(pick(80, true), "v08_padded_pack");   // padded to 96 for v04
-  EXPECT_EQ(pick(40, true), "v08_padded_pack");   // padded to 64 for v04
-  EXPECT_EQ(pick(128, true), "v08_padded_pack");  // v04's thd D = 128 would spill: v07 on padded copies
-  EXPECT_EQ(pick(112, true), "v08_padded_pack");
-  // one long sequence among many short ones: the padded copies would be > 4x the tokens
+  // the thd backward: v07 for every D a multiple of 8 up to 256 (TMA zero-fills the extra columns)
+  for (int64_t d : {256, 200, 128, 112, 96, 80, 64, 40, 32, 8}) EXPECT_EQ(pick(d, true), "v07_wgmma_backward") << d;
+  EXPECT_EQ(pick(128, true, DType::kF16), "v07_wgmma_backward");
+  EXPECT_EQ(pick(37, true), "v08_padded_pack");   // copies padded to 40 for v07
+  EXPECT_EQ(pick(201, true), "v08_padded_pack");  // padded to 208
+  // one long sequence among many short ones: no copies, each sequence runs on its own CTAs
   std::vector<int64_t> lens(64, 16);
   lens[0] = 8192;
   AttentionProblem skew = AttentionProblem::varlen(lens, lens, 4, 4, 128, DType::kBF16, true);
-  EXPECT_EQ(reg.pick(skew).name(), "v02_online_softmax");
+  EXPECT_EQ(reg.pick(skew).name(), "v07_wgmma_backward");
   AttentionProblem p = AttentionProblem::varlen({100}, {100}, 2, 2, 64, DType::kBF16);
   EXPECT_NE(reg.variant("attention", "v01_materialized")->supports(p), "");
   EXPECT_NE(reg.variant("attention", "v06_pingpong_overlap")->supports(p), "");
@@ -786,6 +784,75 @@ TEST(AttentionPublic, VarlenThroughPaddedViews) {
       auto r = c.check();
       EXPECT_TRUE(r.ok) << p->key() << ": " << r.message;
     }
+}
+
+// Wrong prefix sums (decreasing, past the total, sequences longer than max_seqlen) are not read
+// on the host (that would synchronize); the kernels clamp them. The forward and the backward
+// (v05, v07) run with such sums, and no byte outside the outputs changes: guard bands of a
+// known pattern before and after each output stay intact (memcheck sees any read outside).
+TEST(AttentionPublic, VarlenWrongPrefixSumsStayInBounds) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const int64_t total = 200, H = 2, d = 128, guard = 4096;  // guard: elements each side
+  const int64_t n = total * H * d;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> unit(0.f, 1.f);
+  std::vector<__nv_bfloat16> host(static_cast<size_t>(n));
+  std::vector<void*> allocs;
+  // A tensor of `count` elements of `bytes` each inside guard bands of 0x5a bytes.
+  auto guarded = [&](int64_t count, int64_t bytes, bool random) {
+    char* base = nullptr;
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&base), size_t((count + 2 * guard) * bytes)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(base, 0x5a, size_t((count + 2 * guard) * bytes)), cudaSuccess);
+    allocs.push_back(base);
+    char* p = base + guard * bytes;
+    if (random) {
+      for (auto& x : host) x = __float2bfloat16(unit(rng));
+      EXPECT_EQ(cudaMemcpy(p, host.data(), size_t(count * bytes), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    return p;
+  };
+  auto guards_intact = [&](char* p, int64_t count, int64_t bytes) {
+    std::vector<unsigned char> before(size_t(guard * bytes)), after(size_t(guard * bytes));
+    EXPECT_EQ(cudaMemcpy(before.data(), p - guard * bytes, before.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(after.data(), p + count * bytes, after.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t changed = 0;
+    for (unsigned char c : before) changed += c != 0x5a;
+    for (unsigned char c : after) changed += c != 0x5a;
+    return changed;
+  };
+  const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> sums = {
+      {{0, 150, 60, 400}, {0, 250, 100, 50}},  // decreasing, past the total
+      {{0, 200, 200, 200}, {0, 10, 200, 200}},  // one sequence longer than max_seqlen
+      {{-5, 0, 130, 190}, {7, 3, 150, 150}},    // negative, and stopping short of the total
+  };
+  for (const auto& [cq, ck] : sums) {
+    char* q = guarded(n, 2, true);
+    char* k = guarded(n, 2, true);
+    char* v = guarded(n, 2, true);
+    char* dout = guarded(n, 2, true);
+    char* o = guarded(n, 2, false);
+    char* lse = guarded(H * total, 4, false);
+    char *dq = guarded(n, 2, false), *dk = guarded(n, 2, false), *dv = guarded(n, 2, false);
+    char* cu = guarded(8, 4, false);
+    ASSERT_EQ(cudaMemcpy(cu, cq.data(), 16, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(cu + 16, ck.data(), 16, cudaMemcpyHostToDevice), cudaSuccess);
+    auto tv = [&](char* p) { return TensorView(p, DType::kBF16, {total, H, d}); };
+    const TensorView tl(lse, DType::kF32, {H, total}), cuq(cu, DType::kI32, {4}), cuk(cu + 16, DType::kI32, {4});
+    AttentionOptions opt;
+    opt.causal = true;
+    for (bool det : {false, true}) {
+      opt.deterministic = det;
+      hk::attention_varlen(tv(q), tv(k), tv(v), cuq, cuk, 128, 128, tv(o), tl, opt);
+      hk::attention_varlen_backward(tv(q), tv(k), tv(v), tv(o), tv(dout), tl, cuq, cuk, 128, 128, tv(dq), tv(dk),
+                                    tv(dv), opt);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    for (char* p : {o, dq, dk, dv}) EXPECT_EQ(guards_intact(p, n, 2), 0) << "cu_q " << cq[1] << ", " << cq[2];
+    EXPECT_EQ(guards_intact(lse, H * total, 4), 0);
+    for (void* p : allocs) cudaFree(p);
+    allocs.clear();
+  }
 }
 
 // The fp64 references of every test problem, timed (the GPU sweep computes each once per rung

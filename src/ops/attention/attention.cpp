@@ -1028,6 +1028,8 @@ class AttentionFamily final : public Family {
       out.push_back(make_varlen(t, true, false));
     }
     out.push_back(make_varlen({mix, mix, 8, 2, 64, true}, true, true));
+    out.push_back(make_varlen({mix, mix, 4, 2, 128, true}, true, true));
+    out.push_back(make_varlen({{64, 1, 127}, {64, 1, 127}, 2, 1, 256, true}, true, true));
     out.push_back(make_varlen({{1, 203, 37, 0, 130}, {203, 113, 0, 5, 130}, 2, 1, 37, true}, true, true));
     return out;
   }

@@ -9,8 +9,7 @@
 // tensor-core kernel (v03) where it runs and v05 does not; else the general CUDA-core
 // online-softmax rung (v02: any D, any strides: D > 256 and f32).
 // Backward: the TMA + wgmma backward (v07) for D a multiple of 8 up to 256 with TMA-describable
-// operands, other D up to 256 through v08's padded copies (variable length: v04 up to D = 96,
-// above it v07 on copies with each sequence front-padded to the longest); the
+// operands (variable length included), other D up to 256 through v08's padded copies; the
 // FlashAttention-2 tensor-core backward (v04, D in {32, 64, 96, 128}, 16-byte rows; atomic dQ
 // by default, a separate dQ pass when deterministic), else v02's CUDA-core backward
 // (deterministic always). v02 accepts every valid problem, so the public op never refuses one.
@@ -49,13 +48,10 @@ std::vector<Route> attention_dispatch(const AttentionProblem& p) {
                    {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, one pass over K/V)"}});
     return routes;
   }
-  return {{"v07_wgmma_backward", "D a multiple of 8 up to 256, TMA-describable operands: wgmma with P^T and dS^T "
-                                 "from registers, "
-                                 "K/V resident per 128 keys, dQ by bulk f32 reductions: 0.90x cuDNN at B4 S4096 "
-                                 "H16 D128 (ncu, H200, 2026-12-02)"},
-          {"v08_padded_pack", "other D up to 256, or rows TMA cannot read: copies with D zero-padded, v07 on them; "
-                              "variable length: v04 up to D = 96, above it v07 on per-sequence front-padded copies "
-                              "(v02's CUDA cores took 1.03 s at 16 sequences, 32k tokens, D = 128 before)"},
+  return {{"v07_wgmma_backward", "D a multiple of 8 up to 256, TMA-describable operands, fixed or variable length: "
+                                 "wgmma with P^T and dS^T from registers, K/V resident per 128 keys, dQ by bulk f32 "
+                                 "reductions: 0.90x cuDNN at B4 S4096 H16 D128 (ncu, H200, 2026-12-02)"},
+          {"v08_padded_pack", "other D up to 256, or rows TMA cannot read: copies with D zero-padded, v07 on them"},
           {"v04_fa2_backward", "tensor cores: P recomputed from lse, dK/dV per 64-key block, dQ by f32 atomics "
                                "(deterministic: a separate dQ pass)"},
           {"v02_online_softmax", "general: any head dim, any strides (CUDA cores, deterministic)"}};

@@ -31,8 +31,14 @@
 //      `deterministic` the adds to a query block take turns in key-block order (a counter per
 //      block and column half, ptx/red.cuh), so the sums are rounded in the same order every run.
 //   3. convert: dq = scale * accumulator, in dq's dtype and strides.
-// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 256; Sq, Sk >= 1; every operand 16-byte aligned with
-// (batch, seq, head) strides multiples of 8 elements (TMA, 16-byte rows); backward only.
+// Variable length (thd): the same kernels over the packed tensors, as the forward does it: the
+// maps span [total, H, D], a CTA (key block n of sequence b) starts its coordinates at the
+// sequence's first packed rows and takes its lengths; the per-row scratch gives each sequence
+// whole 64-row blocks of its own (thd_pad_row0), so that lse, Delta and dQ's tiles move in
+// whole blocks as at fixed lengths.
+// Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 256; Sq, Sk >= 1 (thd: the maxima and the
+// totals); every operand 16-byte aligned with (batch, seq, head) strides multiples of 8 elements
+// (TMA, 16-byte rows); backward only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -101,6 +107,8 @@ struct Cfg {
 };
 
 struct BwdParams {
+  // thd: seqlen_q / seqlen_k hold the maxima until the kernel replaces them with its sequence's
+  // lengths; sq_pad is the padded row count of one query head's blocks (thd_rows_pad)
   int seqlen_q, seqlen_k, sq_pad, heads_q, group;
   int head_dim;                       // D <= kD: TMA zero-fills the operands' columns past it
   int64_t window_left, window_right;  // causal folded in
@@ -114,15 +122,48 @@ struct BwdParams {
   AttnStrides sdk, sdv;
   int deterministic;
   int dq_bulk;  // dQ's tiles added by bulk reduction (kBulkDq and not deterministic)
+  // thd: the prefix sums and the packed row counts (the tensor maps span the packed tensors)
+  const int32_t *cu_q, *cu_k;
+  int64_t total_q, total_k;
 };
 
-// dQ's accumulator with bulk reduction: tiles of 64 rows x 64 columns, [B Hq][sq_pad / 64][kD / 64],
-// each in the order of a warpgroup's wgmma accumulator fragment, so that the warpgroup writes it
-// to shared memory with conflict-free 16-byte stores and adds it with one contiguous bulk
-// reduction: element 4j + 2h + c of thread t (row 16 (t / 32) + (t % 32) / 4 + 8h, column
-// 8j + 2(t % 4) + c) is float (128 j + t) * 4 + 2h + c of the tile.
-__host__ __device__ __forceinline__ int64_t dq_tile_offset(int64_t bh, int sq_pad, int kd, int m_blk, int chunk) {
-  return ((bh * (sq_pad / 64) + m_blk) * (kd / 64) + chunk) * 4096;
+// The per-row scratch (lse, Delta, dQ's accumulator, the deterministic counters) is kept in
+// 64-row query blocks. Fixed lengths: [B Hq][sq_pad] with sq_pad = Sq rounded up to 64, so that
+// (b, h)'s block m is (b Hq + h) (sq_pad / 64) + m. Variable length (thd): [Hq][sq_pad] with
+// sequence b's rows from thd_pad_row0(b) on, a multiple of 64: every sequence starts a block of
+// its own, as the bulk copies of lse and Delta and dQ's bulk reduction (whole 64-row tiles) need.
+// With valid prefix sums, sequence b's blocks end before sequence b + 1's begin: with
+// x = q0 + 64 b, they end by 64 floor(x / 64) + 64 ceil(len / 64) <= 64 floor((x + len + 64) / 64),
+// where b + 1's start. However wrong the prefix sums, every block lies below total_q + 64 (B + 1)
+// (the clamped q0 + len <= total_q): thd_rows_pad rounds that up to whole blocks.
+__host__ __device__ __forceinline__ int64_t thd_pad_row0(int64_t b, int64_t q0) { return (q0 + 64 * b) / 64 * 64; }
+__host__ __device__ __forceinline__ int64_t thd_rows_pad(int64_t batch, int64_t total_q) {
+  return (total_q + 64 * (batch + 1) + 63) / 64 * 64;
+}
+
+// thd: the sequence holding packed row r (the last b with cu[b] <= r, by bisection), its first
+// row and length; false when r lies in no sequence (prefix sums that stop short of the total, or
+// that decrease: such rows are left unspecified).
+__device__ __forceinline__ bool thd_seq_of_row(const int32_t* cu, int batch, int64_t total, int64_t r, int& b,
+                                               int64_t& first, int64_t& len) {
+  int lo = 0, hi = batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (cu[mid] <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  b = lo;
+  len = attn_span(cu, b, total, first);
+  return r >= first && r < first + len;
+}
+
+// dQ's accumulator with bulk reduction: tiles of 64 rows x 64 columns, [query block][kD / 64] (the
+// blocks as above), each in the order of a warpgroup's wgmma accumulator fragment, so that the
+// warpgroup writes it to shared memory with conflict-free 16-byte stores and adds it with one
+// contiguous bulk reduction: element 4j + 2h + c of thread t (row 16 (t / 32) + (t % 32) / 4 + 8h,
+// column 8j + 2(t % 4) + c) is float (128 j + t) * 4 + 2h + c of the tile.
+__host__ __device__ __forceinline__ int64_t dq_tile_offset(int64_t block, int kd, int chunk) {
+  return (block * (kd / 64) + chunk) * 4096;
 }
 
 // The first and last query rows that see key j (the mask rule of attn_key_range solved for the
@@ -195,19 +236,26 @@ __device__ __forceinline__ void probs(const BwdParams& p, float (&s)[32], const 
   }
 }
 
-// dS^T = P^T (dP^T - Delta) in place of dP^T.
+// dS^T = P^T (dP^T - Delta) in place of dP^T. kZeroDs: 0 where P^T is, whatever dP^T holds. In a
+// thd tile the mask cuts, dP^T of a pair outside the problem comes from the neighbouring
+// sequence's rows or keys (the caller's values, not TMA's zero fill), and 0 * inf there would
+// carry a NaN into dQ or dK. Fixed-length tiles read zeros past Sq and Sk and skip the select.
+template <bool kZeroDs>
 __device__ __forceinline__ void dscores(const float (&pr)[32], float (&dp)[32], const float* delta_s) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float2 dl = *reinterpret_cast<const float2*>(delta_s + 8 * j);
 #pragma unroll
-    for (int i = 4 * j; i < 4 * j + 4; ++i) dp[i] = pr[i] * (dp[i] - (i % 2 ? dl.y : dl.x));
+    for (int i = 4 * j; i < 4 * j + 4; ++i) {
+      const float ds = pr[i] * (dp[i] - (i % 2 ? dl.y : dl.x));
+      dp[i] = kZeroDs && pr[i] == 0.f ? 0.f : ds;
+    }
   }
 }
 
 // Softcap: P^T and dS^T together once dP^T is in, from s = tanh(x * cap_in) (applied while dP^T
 // was in flight): P^T = exp2(cap_out t - lse log2(e)), dS^T = P^T (dP^T - Delta) (1 - t^2).
-template <bool kMask>
+template <bool kMask, bool kZeroDs>
 __device__ __forceinline__ void softcap_probs_and_ds(const BwdParams& p, float (&s)[32], float (&dp)[32],
                                                      const float* lse_s, const float* delta_s, int q0,
                                                      const int (&qlo)[2], const int (&qhi)[2]) {
@@ -227,16 +275,23 @@ __device__ __forceinline__ void softcap_probs_and_ds(const BwdParams& p, float (
           if (q < qlo[h] || q > qhi[h]) pr = 0.f;
         }
         s[i] = pr;
-        dp[i] = pr * (dp[i] - (c ? dl.y : dl.x)) * (1.f - t * t);
+        const float ds = pr * (dp[i] - (c ? dl.y : dl.x)) * (1.f - t * t);
+        dp[i] = kZeroDs && pr == 0.f ? 0.f : ds;
       }
   }
 }
 
-template <class T, int kD, bool kSoftcap>
+// kVarlen (thd): the maps span the packed [total, H, D] tensors (batch extent 1) and the CTA's
+// coordinates start at its sequence's first packed rows; the sequence's lengths replace the
+// maxima, so the masks, the query blocks and the stores are its own. Keys past the sequence's
+// end in the CTA's block are the next sequence's (or TMA's zero fill): outside every row's range,
+// masked, never stored. Query rows past its end in a block are masked the same way, and their
+// dQ rows land in the sequence's own padded block (thd_pad_row0), which nothing reads.
+template <class T, int kD, bool kSoftcap, bool kVarlen>
 __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     attention_v07_bwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
-                         const BwdParams p) {
+                         const BwdParams prm) {
   using C = Cfg<kD>;
   constexpr int kStages = C::kStages, kBlockM = C::kBlockM, kBlockN = C::kBlockN;
   extern __shared__ uint8_t smem_raw[];
@@ -256,6 +311,35 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
 
   const int n_blk = blockIdx.x, hkv = blockIdx.y, b = blockIdx.z;
   const int n0 = n_blk * kBlockN;
+  // thd: a copy of the parameters with the sequence's lengths; fixed lengths read the parameter
+  // bank as they are.
+  BwdParams pv;
+  // The sequence's first packed rows (0 at fixed lengths), the batch coordinate of the maps, and
+  // (thd) the sequence's first block of the per-row scratch.
+  int q0 = 0, k0 = 0, tma_b = b;
+  int64_t seq_blk0 = 0;
+  if constexpr (kVarlen) {
+    pv = prm;
+    int64_t f;
+    pv.seqlen_q = static_cast<int>(attn_span(prm.cu_q, b, prm.total_q, f));
+    q0 = static_cast<int>(f);
+    pv.seqlen_k = static_cast<int>(attn_span(prm.cu_k, b, prm.total_k, f));
+    k0 = static_cast<int>(f);
+    if (n0 >= pv.seqlen_k) return;  // past this sequence's keys: nothing to compute or store
+    tma_b = 0;
+    seq_blk0 = thd_pad_row0(b, q0) / kBlockM;
+  }
+  const BwdParams& p = kVarlen ? pv : prm;
+  // Query block m of head hq in the per-row scratch (lse, Delta, dQ's accumulator, counters), and
+  // the scratch row of its row m0 (a multiple of 64).
+  auto qblock = [&](int hq, int m) -> int64_t {
+    if constexpr (kVarlen) return seq_blk0 + int64_t(hq) * (p.sq_pad / kBlockM) + m;
+    else return (int64_t(b) * p.heads_q + hq) * (p.sq_pad / kBlockM) + m;
+  };
+  auto qrow = [&](int hq, int m0) -> int64_t {
+    if constexpr (kVarlen) return (seq_blk0 + int64_t(hq) * (p.sq_pad / kBlockM)) * kBlockM + m0;
+    else return (int64_t(b) * p.heads_q + hq) * p.sq_pad + m0;
+  };
   int m_lo, m_hi;
   query_blocks<C>(p, n_blk, m_lo, m_hi);
   const int m_count = m_hi - m_lo, iters = m_count * p.group;
@@ -278,8 +362,8 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       ptx::mbar_arrive_expect_tx(kv_full, 2 * C::kKVBytes);
 #pragma unroll
       for (int c = 0; c < C::kChunks; ++c) {
-        tma_load_4d(s_k + c * kBlockN * 128, &map_k, 64 * c, n0, hkv, b, kv_full);
-        tma_load_4d(s_v + c * kBlockN * 128, &map_v, 64 * c, n0, hkv, b, kv_full);
+        tma_load_4d(s_k + c * kBlockN * 128, &map_k, 64 * c, k0 + n0, hkv, tma_b, kv_full);
+        tma_load_4d(s_v + c * kBlockN * 128, &map_v, 64 * c, k0 + n0, hkv, tma_b, kv_full);
       }
       PipelineState<kStages> st;
       for (int it = 0; it < iters; ++it, ++st) {
@@ -289,10 +373,10 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
         uint64_t* bar = ring.full_barrier(st);
 #pragma unroll
         for (int c = 0; c < C::kChunks; ++c) {
-          tma_load_4d(s_q + st.stage() * C::kQBytes + c * kBlockM * 128, &map_q, 64 * c, m0, hq, b, bar);
-          tma_load_4d(s_do + st.stage() * C::kQBytes + c * kBlockM * 128, &map_do, 64 * c, m0, hq, b, bar);
+          tma_load_4d(s_q + st.stage() * C::kQBytes + c * kBlockM * 128, &map_q, 64 * c, q0 + m0, hq, tma_b, bar);
+          tma_load_4d(s_do + st.stage() * C::kQBytes + c * kBlockM * 128, &map_do, 64 * c, q0 + m0, hq, tma_b, bar);
         }
-        const int64_t row = (int64_t(b) * p.heads_q + hq) * p.sq_pad + m0;
+        const int64_t row = qrow(hq, m0);
         ptx::bulk_load(s_lse + st.stage() * kBlockM, p.lse2 + row, C::kStatBytes, bar);
         ptx::bulk_load(s_delta + st.stage() * kBlockM, p.delta + row, C::kStatBytes, bar);
       }
@@ -371,10 +455,12 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     ptx::wgmma_wait_group<0>();
     ptx::wgmma_fence_operands(dp);
     if constexpr (kSoftcap) {
-      if (whole) softcap_probs_and_ds<false>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
-      else softcap_probs_and_ds<true>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+      if (whole) softcap_probs_and_ds<false, false>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+      else softcap_probs_and_ds<true, kVarlen>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+    } else if (kVarlen && !whole) {
+      dscores<true>(s, dp, delta_s);
     } else {
-      dscores(s, dp, delta_s);
+      dscores<false>(s, dp, delta_s);
     }
 
     // P^T and dS^T as A fragments: n8 blocks 2 kk and 2 kk + 1 are k16 step kk.
@@ -452,17 +538,17 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_sync(2 + w, 128);
         if (t == 0) {
-          ptx::bulk_reduce_add_f32(
-              p.dq_acc + dq_tile_offset(int64_t(b) * p.heads_q + hq, p.sq_pad, kD, m, dq_chunk), tile, C::kDqTileBytes);
+          ptx::bulk_reduce_add_f32(p.dq_acc + dq_tile_offset(qblock(hq, m), kD, dq_chunk), tile,
+                                   C::kDqTileBytes);
           ptx::bulk_commit_group();
         }
         continue;
       }
       // dq_acc[row][dq_chunk * 64 + column] += dq: rows key_row + 8 h of the query block.
-      float* acc = p.dq_acc + ((int64_t(b) * p.heads_q + hq) * p.sq_pad + m0 + key_row) * kD + dq_chunk * 64 + col;
+      float* acc = p.dq_acc + (qrow(hq, m0) + key_row) * kD + dq_chunk * 64 + col;
       if (part == 0 && p.deterministic) {
         const int rank = n_blk - first_key_block<C>(p, m);
-        turn = p.dq_turn + ((int64_t(b) * p.heads_q + hq) * (p.sq_pad / kBlockM) + m) * 2 + (kD == 64 ? 0 : w);
+        turn = p.dq_turn + qblock(hq, m) * 2 + (kD == 64 ? 0 : w);
         const int mine = kD == 64 ? 2 * rank + w : rank;
         if (t == 0)
           while (ptx::ld_acquire_gpu(turn) < mine) __nanosleep(32);
@@ -495,15 +581,16 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
   for (int h = 0; h < 2; ++h) {
     const int64_t j = int64_t(kw0) + key_row + 8 * h;
     if (j >= p.seqlen_k) continue;
+    const int64_t row = k0 + j;
 #pragma unroll
     for (int jj = 0; jj < C::kCols / 8; ++jj) {
       // D is a multiple of 8 above kD / 2 (the 64-column tile: any): a column pair is wholly in
       // or out, and only the columns from kD / 2 on can be out
       const int c = (C::kSplitD ? 128 * w : 0) + 8 * jj;
       if (c >= (kD == 64 ? 0 : kD / 2) && c >= p.head_dim) continue;
-      *reinterpret_cast<uint32_t*>(dK + j * p.sdk.s + c + col) =
+      *reinterpret_cast<uint32_t*>(dK + row * p.sdk.s + c + col) =
           pack2<T>(p.scale * dk[4 * jj + 2 * h], p.scale * dk[4 * jj + 2 * h + 1]);
-      *reinterpret_cast<uint32_t*>(dV + j * p.sdv.s + c + col) = pack2<T>(dv[4 * jj + 2 * h], dv[4 * jj + 2 * h + 1]);
+      *reinterpret_cast<uint32_t*>(dV + row * p.sdv.s + c + col) = pack2<T>(dv[4 * jj + 2 * h], dv[4 * jj + 2 * h + 1]);
     }
   }
 }
@@ -530,19 +617,35 @@ __device__ __forceinline__ float dot8(const uint4& x, const uint4& y) {
   return acc;
 }
 
-// Delta = rowsum(dO o O) and lse * log2(e) per padded query row (zero past Sq): 8 threads per
-// row, 16 bytes of O and dO per thread and step.
-template <class T, int kD>
-__global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a, int sq_pad, float* lse2,
+// Delta = rowsum(dO o O) and lse * log2(e) per query row, into the per-row scratch's blocks:
+// fixed lengths walk every padded row (zero past Sq); thd walks the packed rows (the padding
+// rows are zeroed before). 8 threads per row, 16 bytes of O and dO per thread and step.
+template <class T, int kD, bool kVarlen>
+__global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a, int64_t sq_pad, float* lse2,
                                                           float* delta) {
-  const int64_t rows = a.batch * a.heads_q * sq_pad;
+  const int64_t rows = kVarlen ? a.heads_q * a.total_q : a.batch * a.heads_q * sq_pad;
   const int sub = threadIdx.x % 8;
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
   // A warp takes 4 rows per step; the loop bound is the warp's (the shuffles need all 32 lanes).
   for (int64_t base = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 4; base < rows; base += warps * 4) {
     const int64_t r = base + (threadIdx.x % 32) / 8;
-    const int64_t i = r % sq_pad, bh = r / sq_pad, h = bh % a.heads_q, b = bh / a.heads_q;
-    const bool valid = r < rows && i < a.seqlen_q;
+    // operand row (b, i, h), its lse element and its scratch row
+    int64_t b = 0, i, h, lse_at, dst = r;
+    bool valid;
+    if constexpr (kVarlen) {
+      h = r / a.total_q, i = r % a.total_q;
+      int seq;
+      int64_t first, len;
+      valid = r < rows && thd_seq_of_row(a.cu_q, static_cast<int>(a.batch), a.total_q, i, seq, first, len);
+      lse_at = r;
+      dst = h * sq_pad + thd_pad_row0(seq, first) + i - first;
+    } else {
+      i = r % sq_pad;
+      const int64_t bh = r / sq_pad;
+      h = bh % a.heads_q, b = bh / a.heads_q;
+      valid = r < rows && i < a.seqlen_q;
+      lse_at = bh * a.seqlen_q + i;
+    }
     float x = 0.f;
     if (valid) {
       const T* orow = attn::row_ptr(static_cast<const T*>(a.o), a.so, b, i, h);
@@ -556,28 +659,43 @@ __global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a,
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     x += __shfl_xor_sync(0xffffffffu, x, 2);
     x += __shfl_xor_sync(0xffffffffu, x, 4);
-    if (r < rows && sub == 0) {
-      delta[r] = valid ? x : 0.f;
-      lse2[r] = valid ? a.lse_in[bh * a.seqlen_q + i] * 1.4426950408889634f : 0.f;
+    if (sub == 0 && (kVarlen ? valid : r < rows)) {
+      delta[dst] = valid ? x : 0.f;
+      lse2[dst] = valid ? a.lse_in[lse_at] * 1.4426950408889634f : 0.f;
     }
   }
 }
 
 // dq = scale * dq_acc in dq's dtype and strides, 8 elements (16 bytes out) per step; dq_acc's
-// rows are kD wide (or in tiles: `tiled`, dq_tile_offset), dq's D (the first D columns).
-template <class T, int kD>
-__global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionArgs a, int sq_pad,
+// rows are kD wide (or in tiles: `tiled`, dq_tile_offset), dq's D (the first D columns). thd:
+// the packed rows that lie in a sequence.
+template <class T, int kD, bool kVarlen>
+__global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionArgs a, int64_t sq_pad,
                                                                 const float* dq_acc, int tiled) {
-  const int64_t per_row = a.head_dim / 8, chunks = a.batch * a.heads_q * a.seqlen_q * per_row;
+  const int64_t per_row = a.head_dim / 8;
+  const int64_t chunks = (kVarlen ? a.heads_q * a.total_q : a.batch * a.heads_q * a.seqlen_q) * per_row;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < chunks; e += int64_t(gridDim.x) * blockDim.x) {
     const int d = static_cast<int>(e % per_row) * 8;
-    const int64_t r = e / per_row, i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
+    const int64_t r = e / per_row;
+    int64_t b = 0, i, h, row;  // operand row (b, i, h); its row of the scratch
+    if constexpr (kVarlen) {
+      h = r / a.total_q, i = r % a.total_q;
+      int seq;
+      int64_t first, len;
+      if (!thd_seq_of_row(a.cu_q, static_cast<int>(a.batch), a.total_q, i, seq, first, len)) continue;
+      row = h * sq_pad + thd_pad_row0(seq, first) + i - first;
+    } else {
+      i = r % a.seqlen_q;
+      const int64_t bh = r / a.seqlen_q;
+      h = bh % a.heads_q, b = bh / a.heads_q;
+      row = bh * sq_pad + i;
+    }
     float4 x, y;
     if (tiled) {
       // Row ii of the tile is thread 32 (ii / 16) + 4 (ii % 8) + q's half (ii % 16) / 8; columns
       // 8j + 2q, +1 are its element pair 4j + 2 half (+1), at float (128 j + thread) * 4 + 2 half.
-      const int ii = static_cast<int>(i % 64), j = (d % 64) / 8, half = (ii % 16) / 8;
-      const float* tile = dq_acc + dq_tile_offset(bh, sq_pad, kD, static_cast<int>(i / 64), d / 64) + 512 * j + 2 * half;
+      const int ii = static_cast<int>(row % 64), j = (d % 64) / 8, half = (ii % 16) / 8;
+      const float* tile = dq_acc + dq_tile_offset(row / 64, kD, d / 64) + 512 * j + 2 * half;
       const int t0 = 32 * (ii / 16) + 4 * (ii % 8);
       const float2 v0 = *reinterpret_cast<const float2*>(tile + 4 * t0);
       const float2 v1 = *reinterpret_cast<const float2*>(tile + 4 * (t0 + 1));
@@ -586,7 +704,7 @@ __global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionA
       x = make_float4(v0.x, v0.y, v1.x, v1.y);
       y = make_float4(v2.x, v2.y, v3.x, v3.y);
     } else {
-      const float4* src = reinterpret_cast<const float4*>(dq_acc + (bh * sq_pad + i) * kD + d);
+      const float4* src = reinterpret_cast<const float4*>(dq_acc + row * kD + d);
       x = src[0], y = src[1];
     }
     const float s = a.scale;
@@ -604,25 +722,36 @@ __global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionA
 template <class T, int kD>
 void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   using C = Cfg<kD>;
-  const int sq_pad = static_cast<int>(ceil_div(a.seqlen_q, C::kBlockM) * C::kBlockM);
-  const int64_t rows_pad = a.batch * a.heads_q * int64_t(sq_pad);
-  // Workspace: [dq_acc f32 rows_pad x D][turn counters][lse2][delta], zeroed where it must be.
+  const bool thd = a.cu_q != nullptr;
+  // The per-row scratch in 64-row query blocks (see thd_pad_row0): sq_pad rows per query head.
+  const int64_t sq_pad = thd ? thd_rows_pad(a.batch, a.total_q) : ceil_div(a.seqlen_q, C::kBlockM) * C::kBlockM;
+  const int64_t rows_pad = (thd ? 1 : a.batch) * a.heads_q * sq_pad;
+  // Workspace: [dq_acc f32 rows_pad x D][lse2][delta][turn counters], zeroed where it must be:
+  // the accumulator; thd, the padding rows of lse2 and Delta (the prep writes the packed rows);
+  // deterministic, the counters.
   const int64_t acc_bytes = rows_pad * kD * 4;
+  const int64_t stat_bytes = ceil_div(rows_pad * 4, 256) * 256;
   const int64_t turn_bytes = ceil_div(rows_pad / C::kBlockM * 2 * 4, 256) * 256;
-  const int64_t stat_bytes = rows_pad * 4;
-  detail::StreamWorkspace ws(stream, "attention_v07_backward", size_t(acc_bytes + turn_bytes + 2 * stat_bytes));
+  detail::StreamWorkspace ws(stream, "attention_v07_backward", size_t(acc_bytes + 2 * stat_bytes + turn_bytes));
   char* base = static_cast<char*>(ws.get());
   float* dq_acc = reinterpret_cast<float*>(base);
-  int* dq_turn = reinterpret_cast<int*>(base + acc_bytes);
-  float* lse2 = reinterpret_cast<float*>(base + acc_bytes + turn_bytes);
-  float* delta = lse2 + rows_pad;
-  HK_CHECK_CUDA(cudaMemsetAsync(base, 0, size_t(acc_bytes + (a.deterministic ? turn_bytes : 0)), stream));
+  float* lse2 = reinterpret_cast<float*>(base + acc_bytes);
+  float* delta = reinterpret_cast<float*>(base + acc_bytes + stat_bytes);
+  int* dq_turn = reinterpret_cast<int*>(base + acc_bytes + 2 * stat_bytes);
+  const int64_t zeroed =
+      a.deterministic ? acc_bytes + 2 * stat_bytes + turn_bytes : acc_bytes + (thd ? 2 * stat_bytes : 0);
+  HK_CHECK_CUDA(cudaMemsetAsync(base, 0, size_t(zeroed), stream));
 
-  attention_v07_prep<T, kD><<<grid_for(ceil_div(rows_pad * 8, 256)), 256, 0, stream>>>(a, sq_pad, lse2, delta);
-  HK_CHECK_LAUNCH("attention_v07 prep");
+  const int64_t prep_rows = thd ? a.heads_q * a.total_q : rows_pad;
+  if (prep_rows > 0) {
+    auto prep = thd ? attention_v07_prep<T, kD, true> : attention_v07_prep<T, kD, false>;
+    prep<<<grid_for(ceil_div(prep_rows * 8, 256)), 256, 0, stream>>>(a, sq_pad, lse2, delta);
+    HK_CHECK_LAUNCH("attention_v07 prep");
+  }
 
   BwdParams p{};
-  p.seqlen_q = static_cast<int>(a.seqlen_q), p.seqlen_k = static_cast<int>(a.seqlen_k), p.sq_pad = sq_pad;
+  p.seqlen_q = static_cast<int>(a.seqlen_q), p.seqlen_k = static_cast<int>(a.seqlen_k);
+  p.sq_pad = static_cast<int>(sq_pad);
   p.heads_q = static_cast<int>(a.heads_q), p.group = static_cast<int>(a.heads_q / a.heads_kv);
   p.head_dim = static_cast<int>(a.head_dim);
   p.window_left = a.window_left, p.window_right = a.window_right;
@@ -634,41 +763,48 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   p.dk = a.dk, p.dv = a.dv, p.sdk = a.sdk, p.sdv = a.sdv;
   p.deterministic = a.deterministic ? 1 : 0;
   p.dq_bulk = C::kBulkDq && !a.deterministic ? 1 : 0;
-  // D-wide maps: a box's columns past D arrive as zeros (the kernel computes kD columns)
-  const int64_t d = a.head_dim;
-  const CUtensorMap mq = attn_hopper::operand_map(a.q, a.dtype, a.seqlen_q, a.heads_q, a.batch, d, a.sq, C::kBlockM);
-  const CUtensorMap mk = attn_hopper::operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, d, a.sk, C::kBlockN);
-  const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, d, a.sv, C::kBlockN);
-  const CUtensorMap mdo =
-      attn_hopper::operand_map(a.dout, a.dtype, a.seqlen_q, a.heads_q, a.batch, d, a.sdo, C::kBlockM);
-  auto kernel = a.softcap > 0.f ? attention_v07_bwd_kernel<T, kD, true> : attention_v07_bwd_kernel<T, kD, false>;
+  p.cu_q = a.cu_q, p.cu_k = a.cu_k, p.total_q = a.total_q, p.total_k = a.total_k;
+  // D-wide maps (a box's columns past D arrive as zeros: the kernel computes kD columns); thd:
+  // over the packed [total, H, D] tensors, one batch
+  const int64_t d = a.head_dim, rq = thd ? a.total_q : a.seqlen_q, rk = thd ? a.total_k : a.seqlen_k;
+  const int64_t nb = thd ? 1 : a.batch;
+  const CUtensorMap mq = attn_hopper::operand_map(a.q, a.dtype, rq, a.heads_q, nb, d, a.sq, C::kBlockM);
+  const CUtensorMap mk = attn_hopper::operand_map(a.k, a.dtype, rk, a.heads_kv, nb, d, a.sk, C::kBlockN);
+  const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, rk, a.heads_kv, nb, d, a.sv, C::kBlockN);
+  const CUtensorMap mdo = attn_hopper::operand_map(a.dout, a.dtype, rq, a.heads_q, nb, d, a.sdo, C::kBlockM);
+  auto kernel = attention_v07_bwd_kernel<T, kD, false, false>;
+  if (thd) kernel = a.softcap > 0.f ? attention_v07_bwd_kernel<T, kD, true, true> : attention_v07_bwd_kernel<T, kD, false, true>;
+  else if (a.softcap > 0.f) kernel = attention_v07_bwd_kernel<T, kD, true, false>;
   allow_dynamic_smem(kernel, C::kSmemBytes);
   dim3 grid(static_cast<unsigned>(ceil_div(a.seqlen_k, C::kBlockN)), static_cast<unsigned>(a.heads_kv),
             static_cast<unsigned>(a.batch));
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(mq, mk, mv, mdo, p);
   HK_CHECK_LAUNCH("attention_v07 main");
 
-  attention_v07_dq_convert<T, kD>
-      <<<grid_for(ceil_div(a.batch * a.heads_q * a.seqlen_q * (a.head_dim / 8), 256)), 256, 0, stream>>>(a, sq_pad,
-                                                                                                         dq_acc, p.dq_bulk);
-  HK_CHECK_LAUNCH("attention_v07 dq convert");
+  const int64_t convert_rows = thd ? a.heads_q * a.total_q : a.batch * a.heads_q * a.seqlen_q;
+  if (convert_rows > 0) {
+    auto convert = thd ? attention_v07_dq_convert<T, kD, true> : attention_v07_dq_convert<T, kD, false>;
+    convert<<<grid_for(ceil_div(convert_rows * (a.head_dim / 8), 256)), 256, 0, stream>>>(a, sq_pad, dq_acc, p.dq_bulk);
+    HK_CHECK_LAUNCH("attention_v07 dq convert");
+  }
 }
 
 // What the kernels run ("" = all of p).
 inline std::string supports(const AttentionProblem& p) {
   if (!p.backward) return "backward only (the Hopper forward is v05_wgmma_tma)";
-  // Packed variable-length problems carry two more inputs (cu_seqlens) and another layout.
-  if (p.is_varlen())
-    return "fixed-length bshd / bhsd problems only (no variable-length sequences)";
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "takes bf16 or f16";
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0)
     return "built for D a multiple of 8 up to 256 (64-, 128- and 256-column tiles), got D=" +
            std::to_string(p.head_dim);
-  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || p.seqlen_k == 0)
+  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 ||
+      (p.is_varlen() && (p.total_q == 0 || p.total_k == 0)))
     return "empty sequences run on the general rung (TMA extents are at least 1)";
   if (std::string why = p.rows_16b(); !why.empty()) return why + " (TMA)";
   if (p.batch > 65535 || p.heads_kv > 65535) return "B and Hkv must be at most 65535 (grid z and y)";
   if (p.seqlen_q > INT32_MAX - 128 || p.seqlen_k > INT32_MAX - 128) return "sequence lengths must be below 2^31 - 128";
+  if (p.is_varlen() && (p.total_q > INT32_MAX - 128 || p.total_k > INT32_MAX - 128 ||
+                        thd_rows_pad(p.batch, p.total_q) > INT32_MAX))
+    return "thd: the packed rows (and one 64-row block per sequence) must stay below 2^31";
   return "";
 }
 

@@ -23,8 +23,12 @@
 // (D <= 128) or the 256-column ones (64 keys per CTA, both warpgroups computing S^T and dP^T and
 // each accumulating half of dK's, dV's and dQ's columns); TMA fills the columns past D with
 // zeros, so D = 80 costs D = 128's tensor work and no copy.
+// Variable length (thd): the same kernels over the packed tensors, each CTA at its sequence's
+// first rows with its lengths, the per-row scratch in whole 64-row blocks per sequence; before,
+// the thd backward above D = 96 ran here on copies of the batch with every sequence front-padded
+// to the longest (nseq x max rows of copies and work).
 // Needs: sm_90a; bf16 or f16; D a multiple of 8 up to 256; every operand 16-byte aligned with
-// (b, s, h) strides multiples of 8 elements; Sq, Sk >= 1; backward only.
+// (b, s, h) strides multiples of 8 elements; Sq, Sk >= 1 (thd: total_q, total_k >= 1); backward only.
 // Run:   hk bench attention --variant 'v0[47]*' --shape 2048x128x1
 // Build: own translation unit.
 #include "attention/hopper_attention_bwd.cuh"
@@ -50,7 +54,7 @@ std::string attention_v07_supports(const AttentionProblem& p) { return attn_hopp
 HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v07_wgmma_backward",
                     "FlashAttention-3-style backward: K/V resident per 128-key CTA, Q/dO blocks by TMA into an "
                     "mbarrier ring, the five products as wgmma (P^T, dS^T from registers), dQ by f32 vector "
-                    "reductions (deterministic: in key-block order)",
+                    "reductions (deterministic: in key-block order); fixed or variable length",
                     90, kFlagProduction, attention_v07_supports, attention_v07_launch);
 
 }  // namespace hk::attention_v07_wgmma_backward

@@ -2,9 +2,8 @@
 //
 // Rung 8: every head dim up to 256 and operands in any strides on the tensor-core rungs. v05,
 // v06 and v07 take a D that is a multiple of 8 up to 256 with 16-byte aligned rows (TMA's rules), v03
-// and v04 D in {32, 64, 96, 128}; a q sliced from a fused QKV with rows of an odd length, a head
-// dim of 37, or the backward of a variable-length batch (which v07 does not take) at D = 80 fell
-// to v02's CUDA cores. Here q, k, v (and, backward, o and dout) are copied once into contiguous
+// and v04 D in {32, 64, 96, 128}; a q sliced from a fused QKV with rows of an odd length or a head
+// dim of 37 fell to v02's CUDA cores. Here q, k, v (and, backward, o and dout) are copied once into contiguous
 // scratch with D zero-padded (to a multiple of 8 for v05 / v06 / v07; for v04, to 32, 64, 96 or 128),
 // and the chosen rung runs on the copies; o (backward: dq, dk, dv) comes back through scratch,
 // its first D columns copied to the caller's strides. lse is passed through: its layout does not
@@ -15,14 +14,8 @@
 // Each copy streams its tensor once (read + write): at B16 S1024 H25 D80 the copies cost ~230 us
 // of v08's 733 us forward when D = 80 still went through it (H200, 2026-12-02); v05 and v07 now
 // take D = 80 in place, by TMA's zero fill.
-// Variable-length backward: v07 takes fixed lengths only and v04 stops at D = 96 for thd, so above
-// that each sequence is copied into a fixed-length batch, front-padded to the longest sequence
-// (SeqRows below: with every sequence ending on the same row the fixed kernel's bottom-right
-// mask is each sequence's own), lse with +inf in the padding rows, and v07 runs on the copies.
-// The padded batch costs nseq x max rows of memory and work; past 4x the tokens the CUDA-core
-// rung serves it instead.
-// Adds over v07: no head dim up to 256, no operand layout and no variable-length backward outside
-// the tensor-core rungs.
+// Variable length (thd) keeps its packed layout in the copies: v05 and v07 take it.
+// Adds over v07: no head dim up to 256 and no operand layout outside the tensor-core rungs.
 // Needs: bf16 or f16; D <= 256; a padded problem some tensor-core
 // rung takes; a problem those rungs take as given is left to them (supports() says so).
 // Kernels: pack_rows_kernel / unpack_rows_kernel below, then the chosen rung.
@@ -86,85 +79,6 @@ __global__ void __launch_bounds__(kThreads)
     if (c0 + j < d) t[j] = u.e[j];
 }
 
-// Variable length, backward: a thd operand as [nseq, M, H, dp] (bshd, contiguous), each sequence
-// at the *end* of its M rows (front-padded with zero rows). With every sequence ending on the
-// same row, the fixed-length kernel's bottom-right mask alignment (key j visible from query i
-// when j <= i + Sk - Sq, and the window likewise) is each sequence's own: query row M_q - L_q + i
-// and key row M_k - L_k + j satisfy it exactly when j <= i + L_k - L_q. Row (b, s, h) of the
-// copy, s >= M - L_b, is token first_b + s - (M - L_b); L_b is clamped to M (attn_span, then M),
-// as the thd rungs leave rows past the maximum uncomputed.
-struct SeqRows {
-  const int32_t* cu;
-  int64_t total, nseq, M, heads;
-  AttnStrides st;
-  __host__ __device__ int64_t count() const { return nseq * M * heads; }
-  // The caller's element offset of padded row r, or -1 for a padding row.
-  __device__ int64_t offset(int64_t r) const {
-    const int64_t h = r % heads, s = (r / heads) % M, b = r / (heads * M);
-    int64_t first;
-    int64_t len = attn_span(cu, b, total, first);
-    len = len < M ? len : M;
-    const int64_t pad = M - len;
-    return s < pad ? -1 : (first + s - pad) * st.s + h * st.h;
-  }
-};
-
-__global__ void __launch_bounds__(kThreads)
-    seq_pack_kernel(const uint16_t* __restrict__ src, SeqRows rows, int64_t d, uint16_t* __restrict__ dst, int64_t dp) {
-  const int64_t chunks = dp / 8, i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= rows.count() * chunks) return;
-  const int64_t r = i / chunks, c0 = (i % chunks) * 8, at = rows.offset(r);
-  union {
-    uint4 v;
-    uint16_t e[8];
-  } u;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) u.e[j] = at >= 0 && c0 + j < d ? src[at + c0 + j] : uint16_t(0);
-  *reinterpret_cast<uint4*>(dst + r * dp + c0) = u.v;
-}
-
-__global__ void __launch_bounds__(kThreads)
-    seq_unpack_kernel(const uint16_t* __restrict__ src, int64_t dp, uint16_t* __restrict__ dst, SeqRows rows, int64_t d) {
-  const int64_t chunks = dp / 8, i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= rows.count() * chunks) return;
-  const int64_t r = i / chunks, c0 = (i % chunks) * 8, at = rows.offset(r);
-  if (at < 0 || c0 >= d) return;
-  union {
-    uint4 v;
-    uint16_t e[8];
-  } u;
-  u.v = *reinterpret_cast<const uint4*>(src + r * dp + c0);
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-    if (c0 + j < d) dst[at + c0 + j] = u.e[j];
-}
-
-// Zeros in the first d elements of every row of a thd operand: rows outside every sequence get
-// no gradient from the copy back.
-__global__ void __launch_bounds__(kThreads) zero_rows_kernel(uint16_t* __restrict__ dst, Rows rows, int64_t d) {
-  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= rows.count() * d) return;
-  dst[rows.offset(i / d) + i % d] = 0;
-}
-
-// thd lse [Hq, total_q] as [nseq, Hq, M] for the front-padded copies; padding rows get +inf, so
-// their probabilities exp(s - lse) are 0 (their q and dout rows are zero as well). So do rows the
-// mask leaves without keys (lse -inf: o and the gradients 0): in the copies they see the zero
-// padding keys, and -inf would turn those into infinite probabilities. Rows with keys may see
-// padding keys too; those have k = v = 0, so they add nothing to dq, and their dk, dv are dropped.
-__global__ void __launch_bounds__(kThreads)
-    seq_lse_kernel(const float* __restrict__ lse, SeqRows rows, float* __restrict__ out) {
-  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= rows.count()) return;
-  const int64_t s = i % rows.M, h = (i / rows.M) % rows.heads, b = i / (rows.M * rows.heads);
-  int64_t first;
-  int64_t len = attn_span(rows.cu, b, rows.total, first);
-  len = len < rows.M ? len : rows.M;
-  const int64_t pad = rows.M - len;
-  const float l = s < pad ? INFINITY : lse[h * rows.total + first + s - pad];
-  out[i] = l == -INFINITY ? INFINITY : l;
-}
-
 unsigned blocks_for(int64_t threads) { return static_cast<unsigned>(ceil_div(threads, kThreads)); }
 
 // The q-like (kv = false) or k-like rows of p with strides st.
@@ -189,25 +103,7 @@ AttentionProblem padded(const AttentionProblem& p, int64_t dp) {
 struct Plan {
   int64_t dp = 0;
   const Variant* inner = nullptr;
-  bool seq_padded = false;  // variable length, backward: sequences front-padded to the maxima, v07
 };
-
-// A variable-length backward as the fixed-length problem of its front-padded copies (above).
-AttentionProblem seq_padded(const AttentionProblem& p, int64_t dp) {
-  AttentionProblem q = p;
-  q.layout = AttentionLayout::kBSHD;
-  q.cu_q.clear(), q.cu_k.clear();
-  q.total_q = q.total_k = 0;
-  q.head_dim = dp;
-  q.reset_strides();
-  q.align_bytes = 256;
-  return q;
-}
-// The copies cost nseq * max rows; past 4x the packed rows (one long sequence among many short
-// ones) they are not worth their memory, and the CUDA-core rung serves the batch.
-bool seq_padding_pays(const AttentionProblem& p) {
-  return p.batch * p.seqlen_q <= 4 * p.total_q + 4096 && p.batch * p.seqlen_k <= 4 * p.total_k + 4096;
-}
 const Variant* rung(const char* name) { return Registry::get().variant("attention", name); }
 // The Hopper rung for a problem like p with head dim d: v07 backward; forward v06 where it runs
 // (fixed lengths), else v05.
@@ -222,8 +118,6 @@ Plan plan(const AttentionProblem& p) {
   const Variant* mma = rung(p.backward ? "v04_fa2_backward" : "v03_fa2_mma_sync");
   for (int64_t dp : {32, 64, 96, 128})
     if (dp >= p.head_dim && mma && mma->supports(padded(p, dp)).empty()) return {dp, mma};
-  if (p.is_varlen() && p.backward && seq_padding_pays(p))
-    if (const Variant* v = rung("v07_wgmma_backward"); v && v->supports(seq_padded(p, d8)).empty()) return {d8, v, true};
   return {};
 }
 
@@ -234,7 +128,7 @@ std::string attention_v08_supports(const AttentionProblem& p) {
     return v->name() + " takes this problem as it is: nothing to pack";
   const Plan pl = plan(p);
   if (!pl.inner) return "no tensor-core rung takes the padded problem either";
-  if (!pl.seq_padded && pl.dp == p.head_dim && p.rows_16b().empty())
+  if (pl.dp == p.head_dim && p.rows_16b().empty())
     return pl.inner->name() + " takes D = " + std::to_string(p.head_dim) + " as it is: nothing to pack";
   return "";
 }
@@ -256,80 +150,10 @@ AttentionProblem problem_of(const AttentionArgs& a) {
   return p;  // plan() reads it through padded(), whose operands are the aligned copies
 }
 
-// Variable length, backward, on v07: q, k, v, o, dout and lse front-padded per sequence (SeqRows),
-// v07 on the fixed-length copies, dq, dk, dv copied back to their tokens (other rows zeroed).
-void launch_seq_padded(const AttentionArgs& a, const AttentionProblem& p, const Plan& pl, cudaStream_t stream) {
-  const AttentionProblem q = seq_padded(p, pl.dp);
-  const int64_t d = p.head_dim, dp = pl.dp;
-  auto rows = [&](bool kv, const AttnStrides& st) {
-    return SeqRows{kv ? a.cu_k : a.cu_q, kv ? a.total_k : a.total_q, a.batch, kv ? a.seqlen_k : a.seqlen_q,
-                   kv ? a.heads_kv : a.heads_q, st};
-  };
-  struct Slot {
-    const void* src;
-    void* dst;
-    SeqRows rows;
-    int64_t bytes;
-    void* copy = nullptr;
-  };
-  auto slot = [&](const void* src, void* dst, bool kv, const AttnStrides& st) {
-    const SeqRows r = rows(kv, st);
-    return Slot{src, dst, r, ceil_div(r.count() * dp * 2, 256) * 256};
-  };
-  std::vector<Slot> in = {slot(a.q, nullptr, false, a.sq), slot(a.k, nullptr, true, a.sk), slot(a.v, nullptr, true, a.sv),
-                          slot(a.o, nullptr, false, a.so), slot(a.dout, nullptr, false, a.sdo)};
-  std::vector<Slot> out = {slot(nullptr, a.out, false, a.sdq), slot(nullptr, a.dk, true, a.sdk),
-                           slot(nullptr, a.dv, true, a.sdv)};
-  const SeqRows lse_rows = rows(false, a.sq);
-  const int64_t lse_bytes = ceil_div(lse_rows.count() * 4, 256) * 256;
-  int64_t total = lse_bytes;
-  for (const Slot& sl : in) total += sl.bytes;
-  for (const Slot& sl : out) total += sl.bytes;
-  detail::StreamWorkspace ws(stream, "attention_v08_operands", total);
-  char* next = static_cast<char*>(ws.get());
-  for (Slot& sl : in) {
-    sl.copy = next;
-    next += sl.bytes;
-    if (sl.rows.count() == 0) continue;
-    seq_pack_kernel<<<blocks_for(sl.rows.count() * (dp / 8)), kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(sl.src), sl.rows, d, static_cast<uint16_t*>(sl.copy), dp);
-    HK_CHECK_LAUNCH("attention_v08 seq_pack_kernel");
-  }
-  for (Slot& sl : out) {
-    sl.copy = next;
-    next += sl.bytes;
-  }
-  float* lse = reinterpret_cast<float*>(next);
-  if (lse_rows.count() > 0) {
-    seq_lse_kernel<<<blocks_for(lse_rows.count()), kThreads, 0, stream>>>(a.lse_in, lse_rows, lse);
-    HK_CHECK_LAUNCH("attention_v08 seq_lse_kernel");
-  }
-
-  const std::vector<int64_t> none;
-  Operands ops;
-  for (const Slot& sl : in) ops.in.emplace_back(sl.copy, a.dtype, none);
-  ops.in.emplace_back(lse, DType::kF32, none);
-  for (const Slot& sl : out) ops.out.emplace_back(sl.copy, a.dtype, none);
-  pl.inner->run(q, ops, stream);
-
-  for (const Slot& sl : out) {
-    const Rows caller{1, sl.rows.total, sl.rows.heads, sl.rows.st};
-    if (caller.count() > 0) {
-      zero_rows_kernel<<<blocks_for(caller.count() * d), kThreads, 0, stream>>>(static_cast<uint16_t*>(sl.dst), caller, d);
-      HK_CHECK_LAUNCH("attention_v08 zero_rows_kernel");
-    }
-    if (sl.rows.count() == 0) continue;
-    seq_unpack_kernel<<<blocks_for(sl.rows.count() * (dp / 8)), kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(sl.copy), dp, static_cast<uint16_t*>(sl.dst), sl.rows, d);
-    HK_CHECK_LAUNCH("attention_v08 seq_unpack_kernel");
-  }
-}
-
 void attention_v08_launch(const AttentionArgs& a, cudaStream_t stream) {
   const AttentionProblem p = problem_of(a);
   const Plan pl = plan(p);
   if (!pl.inner) HK_THROW(kNotSupported, "attention/v08_padded_pack: no tensor-core rung takes ", p.key(), " padded");
-  if (pl.seq_padded) return launch_seq_padded(a, p, pl, stream);
   const AttentionProblem q = padded(p, pl.dp);
   const int64_t d = p.head_dim, dp = pl.dp;
   // The caller's tensors and their rows: inputs are copied in, outputs computed into scratch
