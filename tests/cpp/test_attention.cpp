@@ -306,6 +306,37 @@ TEST(AttentionVarlenReference, SampledEqualsFull) {
   }
 }
 
+// The Hopper backward's per-row scratch for thd: every sequence's 64-row blocks lie inside
+// thd_rows_pad for any prefix sums (clamped as the kernels clamp them), and with valid prefix
+// sums no two sequences share a block.
+TEST(AttentionVarlenScratch, SequenceBlocksStayInsideAndApart) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int batch = 1 + int(rng() % 40);
+    const bool valid = trial % 2 == 0;
+    std::vector<int32_t> cu(size_t(batch) + 1, 0);
+    for (int b = 1; b <= batch; ++b) {
+      const int32_t len = int32_t(rng() % (trial % 3 == 0 ? 300 : 70));
+      cu[size_t(b)] = valid ? cu[size_t(b) - 1] + len : int32_t(rng() % 900) - 100;  // wrong: any order, negative
+    }
+    const int64_t total = valid ? cu.back() : int64_t(rng() % 600);
+    const int64_t rows = hk::thd_rows_pad(batch, total);
+    ASSERT_EQ(rows % 64, 0);
+    int64_t prev_end = 0;
+    for (int b = 0; b < batch; ++b) {
+      int64_t q0 = 0;
+      const int64_t len = hk::attn_span(cu.data(), b, total, q0);
+      const int64_t start = hk::thd_pad_row0(b, q0), end = start + (len + 63) / 64 * 64;
+      ASSERT_EQ(start % 64, 0);
+      ASSERT_LE(end, rows) << "trial " << trial << " sequence " << b;
+      if (valid) {
+        ASSERT_GE(start, prev_end) << "trial " << trial << " sequence " << b;
+        prev_end = end;
+      }
+    }
+  }
+}
+
 TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   auto& reg = hk::Registry::get();
   auto pick = [&](int64_t d, bool bwd, DType dt = DType::kBF16) {

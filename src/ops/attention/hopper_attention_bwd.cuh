@@ -127,19 +127,7 @@ struct BwdParams {
   int64_t total_q, total_k;
 };
 
-// The per-row scratch (lse, Delta, dQ's accumulator, the deterministic counters) is kept in
-// 64-row query blocks. Fixed lengths: [B Hq][sq_pad] with sq_pad = Sq rounded up to 64, so that
-// (b, h)'s block m is (b Hq + h) (sq_pad / 64) + m. Variable length (thd): [Hq][sq_pad] with
-// sequence b's rows from thd_pad_row0(b) on, a multiple of 64: every sequence starts a block of
-// its own, as the bulk copies of lse and Delta and dQ's bulk reduction (whole 64-row tiles) need.
-// With valid prefix sums, sequence b's blocks end before sequence b + 1's begin: with
-// x = q0 + 64 b, they end by 64 floor(x / 64) + 64 ceil(len / 64) <= 64 floor((x + len + 64) / 64),
-// where b + 1's start. However wrong the prefix sums, every block lies below total_q + 64 (B + 1)
-// (the clamped q0 + len <= total_q): thd_rows_pad rounds that up to whole blocks.
-__host__ __device__ __forceinline__ int64_t thd_pad_row0(int64_t b, int64_t q0) { return (q0 + 64 * b) / 64 * 64; }
-__host__ __device__ __forceinline__ int64_t thd_rows_pad(int64_t batch, int64_t total_q) {
-  return (total_q + 64 * (batch + 1) + 63) / 64 * 64;
-}
+// The per-row scratch's 64-row query blocks: thd_pad_row0 and thd_rows_pad (attention_op.hpp).
 
 // thd: the sequence holding packed row r (the last b with cu[b] <= r, by bisection), its first
 // row and length; false when r lies in no sequence (prefix sums that stop short of the total, or
