@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -122,6 +123,57 @@ TEST(AttentionV07, SupportsAndDispatch) {
   EXPECT_EQ(reg.pick(AttentionProblem(1, 64, 64, 2, 2, 100, DType::kBF16, true)).name(), "v08_padded_pack");
 }
 
+// The backward's visiting rule (attention_op.hpp) over small lengths and every kind of window:
+// the CTA of key block n visits query block m exactly when some row of m sees some key of n
+// (attn_key_range, the mask itself), the CTAs that visit a block are consecutive, and the last
+// of them is attn_bwd_last_key_block. The deterministic mode's turns count down from that
+// block, so a wrong answer there would leave a CTA waiting for a turn that never comes.
+TEST(AttentionV07, VisitingRuleMatchesTheMask) {
+  const int64_t lens[] = {1, 2, 63, 64, 65, 100, 127, 128, 129, 200, 257, 300};
+  const int64_t windows[][2] = {{-1, -1}, {-1, 0}, {0, 0}, {10, -1}, {100, 20}, {70, 0}, {0, 5}, {200, 300}, {5, 1000}, {-1, 3}};
+  constexpr int bm = 64;
+  int checked = 0;
+  for (int bn : {64, 128})
+    for (int64_t sq : lens)
+      for (int64_t sk : lens)
+        for (const auto& w : windows) {
+          const int64_t wl = w[0], wr = w[1];
+          const int nb = static_cast<int>((sk + bn - 1) / bn), mb = static_cast<int>((sq + bm - 1) / bm);
+          std::vector<std::vector<bool>> visits(mb, std::vector<bool>(nb, false));
+          for (int n = 0; n < nb; ++n) {
+            int lo, hi;
+            hk::attn_bwd_query_blocks(sq, sk, wl, wr, bm, bn, n, lo, hi);
+            ASSERT_LE(0, lo);
+            ASSERT_LE(hi, mb);
+            for (int m = 0; m < mb; ++m) {
+              bool sees = false;  // some row of block m sees some key of block n
+              for (int64_t i = int64_t(m) * bm; i < std::min<int64_t>(sq, (m + 1) * int64_t(bm)); ++i) {
+                const hk::KeyRange r = hk::attn_key_range(i, sq, sk, wl, wr);
+                sees = sees || (r.lo <= r.hi && r.lo < (n + 1) * int64_t(bn) && r.hi >= n * int64_t(bn));
+              }
+              visits[m][n] = m >= lo && m < hi;
+              ASSERT_EQ(visits[m][n], sees) << "Sq " << sq << " Sk " << sk << " window (" << wl << ", " << wr
+                                            << ") key block " << n << " of " << bn << ", query block " << m;
+            }
+          }
+          for (int m = 0; m < mb; ++m) {
+            int first = -1, last = -1;
+            for (int n = 0; n < nb; ++n)
+              if (visits[m][n]) {
+                if (first < 0) first = n;
+                ASSERT_EQ(last, n == first ? -1 : n - 1) << "the CTAs visiting block " << m << " are not consecutive";
+                last = n;
+              }
+            if (last >= 0) {
+              EXPECT_EQ(hk::attn_bwd_last_key_block(sq, sk, wr, bm, bn, m), last)
+                  << "Sq " << sq << " Sk " << sk << " window (" << wl << ", " << wr << ") query block " << m;
+              ++checked;
+            }
+          }
+        }
+  EXPECT_GT(checked, 5000);
+}
+
 // Every shape, atomic and deterministic dQ, against the fp64 reference.
 TEST(AttentionV07, SeveralBlocksMasksGqaAndPaddingMatchTheReference) {
   std::string no_gpu = hk::no_gpu_reason();
@@ -142,7 +194,8 @@ TEST(AttentionV07, DeterministicIsBitwiseRepeatable) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
   for (const Shape& s : {Shape{2, 520, 520, 8, 2, 64, true}, Shape{1, 450, 700, 8, 2, 128, false},
-                         Shape{1, 100, 500, 4, 1, 64, false, 10, -1}, Shape{1, 450, 700, 8, 2, 256, true}})
+                         Shape{1, 100, 500, 4, 1, 64, false, 10, -1}, Shape{1, 450, 700, 8, 2, 256, true},
+                         Shape{2, 333, 270, 8, 2, 128, false, 100, 20}})
   {
     auto p = make(s, true);
     hk::bench::Case c(p, 77);

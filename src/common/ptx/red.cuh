@@ -9,6 +9,10 @@
 //   adder:   every thread's red_add_v2 ..., then __threadfence(), a barrier, and one thread's
 //            red_release_gpu_add(flag, 1): the fence and the barrier put every thread's adds
 //            before the release, so the next turn's adds land after them.
+//   bulk adder (one thread adds a whole tile with cp.reduce.async.bulk, ptx/tma.cuh): the spin
+//            on ld_acquire_gpu, fence_proxy_async_global() (the acquire before the async
+//            proxy's reduction), the reduction, its commit and bulk_wait_group_all() (complete),
+//            fence_proxy_async_global() again (its writes before the release), and the release.
 #pragma once
 
 #include <cstdint>
@@ -31,5 +35,9 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* addr) {
 __device__ __forceinline__ void red_release_gpu_add(int* addr, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;" : : "l"(addr), "r"(v) : "memory");
 }
+
+// Orders this thread's generic-proxy accesses of global memory (an acquire, a release, ordinary
+// loads and stores) with its async-proxy ones (bulk copies and reductions) across the fence.
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 
 }  // namespace hk::ptx

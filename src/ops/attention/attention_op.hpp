@@ -194,4 +194,40 @@ HK_HOST_DEVICE inline int64_t thd_rows_pad(int64_t batch, int64_t total_q) {
   return (total_q + 64 * (batch + 1) + 63) / 64 * 64;
 }
 
+// The Hopper backward's (v07) grid: the CTA of key block n (keys [n bn, n bn + bn)) visits the
+// query blocks of bm rows that see some key of its block, in order. By attn_key_range's rule,
+// the first and last query rows that see key j (clamped to [0, Sq] and [-1, Sq - 1]: empty when
+// first > last) are:
+HK_HOST_DEVICE inline int attn_q_first(int64_t sq, int64_t sk, int64_t wr, int64_t j) {
+  const int64_t q = wr >= 0 ? j - (sk - sq) - wr : 0;
+  return static_cast<int>(q < 0 ? 0 : (q > sq ? sq : q));
+}
+HK_HOST_DEVICE inline int attn_q_last(int64_t sq, int64_t sk, int64_t wl, int64_t j) {
+  const int64_t q = wl >= 0 ? j - (sk - sq) + wl : sq - 1;
+  return static_cast<int>(q < -1 ? -1 : (q > sq - 1 ? sq - 1 : q));
+}
+// The query blocks [lo, hi) CTA n visits: the rows that see key j form an interval whose ends
+// grow with j, and neighbouring keys' intervals touch, so the union over the block is
+// [q_first(first key), q_last(last key)].
+HK_HOST_DEVICE inline void attn_bwd_query_blocks(int64_t sq, int64_t sk, int64_t wl, int64_t wr, int bm, int bn,
+                                                 int n, int& lo, int& hi) {
+  const int64_t j0 = int64_t(n) * bn;
+  const int64_t j1 = j0 + bn - 1 < sk ? j0 + bn - 1 : sk - 1;
+  const int qa = attn_q_first(sq, sk, wr, j0), qb = attn_q_last(sq, sk, wl, j1);
+  lo = qa / bm;
+  hi = qa <= qb ? qb / bm + 1 : lo;
+}
+// The last key block whose CTA visits query block m (the CTAs that do are consecutive): the
+// deterministic dQ adds of block m take turns from that one down. Every row's window starts at
+// or before key Sk - 1 (bottom-right alignment), so the block's last row sees the largest key
+// any of its rows sees, unless it sees none (then no row of the block sees a key and no CTA
+// visits the block).
+HK_HOST_DEVICE inline int attn_bwd_last_key_block(int64_t sq, int64_t sk, int64_t wr, int bm, int bn, int m) {
+  const int last = static_cast<int>((sk - 1) / bn);
+  if (wr < 0) return last;
+  const int64_t r = (int64_t(m) + 1) * bm < sq ? (int64_t(m) + 1) * bm - 1 : sq - 1;
+  const int64_t j = r + (sk - sq) + wr;
+  return j < 0 ? 0 : (j / bn < last ? static_cast<int>(j / bn) : last);
+}
+
 }  // namespace hk

@@ -23,13 +23,18 @@
 //                                     D = 64: warpgroup w sums its own 64 keys for all columns
 //      and adds its 64 x 64 dQ tile into an f32 accumulator: D <= 128 by one bulk reduction
 //      (cp.reduce.async.bulk, the tile staged in shared memory in the accumulator fragment's
-//      order), D = 256 and the deterministic mode with red.global.add.v2.f32.
+//      order), D = 256 with red.global.add.v2.f32.
 //      Overlap within a warpgroup: P^T's exponentials run while dP^T is in the tensor cores, and
 //      the tensor-core queue per block is dV, dQ, dK, so that dQ's reductions run under dK.
 //      D = 256: 64 keys per CTA; both warpgroups compute S^T and dP^T, and warpgroup w
-//      accumulates dK and dV's columns 128w..128w+127 and dQ's in two 64-column tiles. With
-//      `deterministic` the adds to a query block take turns in key-block order (a counter per
-//      block and column half, ptx/red.cuh), so the sums are rounded in the same order every run.
+//      accumulates dK and dV's columns 128w..128w+127 and dQ's in two 64-column tiles.
+//      Deterministic (kDet, its own instantiations): the adds to a query block take turns in
+//      key-block order, last key block first (a counter per block and column half, ptx/red.cuh),
+//      so the sums are rounded in the same order every run; the grid is launched in that order
+//      (last key block first), so a CTA only waits for CTAs started before it, and under a causal
+//      mask, where each CTA reaches a block one step after the CTA above it, nobody waits in the
+//      steady state. D <= 128 keeps the bulk reduction: one thread takes the turn, reduces, waits
+//      for the reduction to complete and passes the turn on.
 //   3. convert: dq = scale * accumulator, in dq's dtype and strides.
 // Variable length (thd): the same kernels over the packed tensors, as the forward does it: the
 // maps span [total, H, D], a CTA (key block n of sequence b) starts its coordinates at the
@@ -116,12 +121,10 @@ struct BwdParams {
   float cap_in, cap_out;              // softcap: s = cap_out * tanh(x * cap_in) in log2 units
   const float* lse2;                  // [B Hq][sq_pad]: lse * log2(e)
   const float* delta;                 // [B Hq][sq_pad]
-  float* dq_acc;                      // [B Hq][sq_pad][kD], or in tiles (dq_bulk, see dq_tile_offset)
+  float* dq_acc;                      // [B Hq][sq_pad][kD], or in tiles (kBulkDq, see dq_tile_offset)
   int* dq_turn;                       // [B Hq][sq_pad / 64][2]: deterministic adds' counters
   void *dk, *dv;
   AttnStrides sdk, sdv;
-  int deterministic;
-  int dq_bulk;  // dQ's tiles added by bulk reduction (kBulkDq and not deterministic)
   // thd: the prefix sums and the packed row counts (the tensor maps span the packed tensors)
   const int32_t *cu_q, *cu_k;
   int64_t total_q, total_k;
@@ -154,38 +157,21 @@ __host__ __device__ __forceinline__ int64_t dq_tile_offset(int64_t block, int kd
   return (block * (kd / 64) + chunk) * 4096;
 }
 
-// The first and last query rows that see key j (the mask rule of attn_key_range solved for the
-// row), clamped to [0, Sq] and [-1, Sq - 1]: empty when first > last.
+// The visiting rule of attention_op.hpp (attn_q_first, attn_q_last, attn_bwd_query_blocks,
+// attn_bwd_last_key_block) at p's lengths and window.
 __device__ __forceinline__ int q_first(const BwdParams& p, int64_t j) {
-  const int64_t off = int64_t(p.seqlen_k) - p.seqlen_q;
-  const int64_t q = p.window_right >= 0 ? j - off - p.window_right : 0;
-  return static_cast<int>(q < 0 ? 0 : (q > p.seqlen_q ? p.seqlen_q : q));
+  return attn_q_first(p.seqlen_q, p.seqlen_k, p.window_right, j);
 }
 __device__ __forceinline__ int q_last(const BwdParams& p, int64_t j) {
-  const int64_t off = int64_t(p.seqlen_k) - p.seqlen_q;
-  const int64_t q = p.window_left >= 0 ? j - off + p.window_left : int64_t(p.seqlen_q) - 1;
-  return static_cast<int>(q < -1 ? -1 : (q > p.seqlen_q - 1 ? p.seqlen_q - 1 : q));
+  return attn_q_last(p.seqlen_q, p.seqlen_k, p.window_left, j);
 }
-
-// The query blocks [lo, hi) that see some key of the CTA's block n: the rows that see key j
-// form an interval whose ends grow with j, and neighbouring keys' intervals touch, so the union
-// over the block is [q_first(first key), q_last(last key)].
 template <class C>
 __device__ __forceinline__ void query_blocks(const BwdParams& p, int n, int& lo, int& hi) {
-  const int64_t j0 = int64_t(n) * C::kBlockN;
-  const int64_t j1 = j0 + C::kBlockN - 1 < p.seqlen_k ? j0 + C::kBlockN - 1 : p.seqlen_k - 1;
-  const int qa = q_first(p, j0), qb = q_last(p, j1);
-  lo = qa / C::kBlockM;
-  hi = qa <= qb ? qb / C::kBlockM + 1 : lo;
+  attn_bwd_query_blocks(p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, C::kBlockM, C::kBlockN, n, lo, hi);
 }
-
-// The first key block whose CTA visits query block m (the CTAs that do are consecutive): the
-// deterministic adds of block m take turns from that one on.
 template <class C>
-__device__ __forceinline__ int first_key_block(const BwdParams& p, int m) {
-  if (p.window_left < 0) return 0;
-  const int64_t j = int64_t(m) * C::kBlockM + (int64_t(p.seqlen_k) - p.seqlen_q) - p.window_left;
-  return j <= 0 ? 0 : static_cast<int>(j / C::kBlockN);
+__device__ __forceinline__ int last_key_block(const BwdParams& p, int m) {
+  return attn_bwd_last_key_block(p.seqlen_q, p.seqlen_k, p.window_right, C::kBlockM, C::kBlockN, m);
 }
 
 // tanh(x) = 1 - 2 / (1 + e^2x) by one MUFU.EX2 and one MUFU.RCP: absolute error about 1e-7
@@ -242,8 +228,9 @@ __device__ __forceinline__ void dscores(const float (&pr)[32], float (&dp)[32], 
 }
 
 // Softcap: P^T and dS^T together once dP^T is in, from s = tanh(x * cap_in) (applied while dP^T
-// was in flight): P^T = exp2(cap_out t - lse log2(e)), dS^T = P^T (dP^T - Delta) (1 - t^2).
-template <bool kMask, bool kZeroDs>
+// was in flight): P^T = exp2(cap_out t - lse log2(e)), dS^T = P^T (dP^T - Delta) (1 - t^2). The
+// range test runs on every tile (see the caller).
+template <bool kZeroDs>
 __device__ __forceinline__ void softcap_probs_and_ds(const BwdParams& p, float (&s)[32], float (&dp)[32],
                                                      const float* lse_s, const float* delta_s, int q0,
                                                      const int (&qlo)[2], const int (&qhi)[2]) {
@@ -258,10 +245,8 @@ __device__ __forceinline__ void softcap_probs_and_ds(const BwdParams& p, float (
         const int i = 4 * j + 2 * h + c;
         const float t = s[i];
         float pr = fast_exp2(p.cap_out * t - (c ? lse.y : lse.x));
-        if constexpr (kMask) {
-          const int q = q0 + 8 * j + c;
-          if (q < qlo[h] || q > qhi[h]) pr = 0.f;
-        }
+        const int q = q0 + 8 * j + c;
+        if (q < qlo[h] || q > qhi[h]) pr = 0.f;
         s[i] = pr;
         const float ds = pr * (dp[i] - (c ? dl.y : dl.x)) * (1.f - t * t);
         dp[i] = kZeroDs && pr == 0.f ? 0.f : ds;
@@ -275,7 +260,9 @@ __device__ __forceinline__ void softcap_probs_and_ds(const BwdParams& p, float (
 // end in the CTA's block are the next sequence's (or TMA's zero fill): outside every row's range,
 // masked, never stored. Query rows past its end in a block are masked the same way, and their
 // dQ rows land in the sequence's own padded block (thd_pad_row0), which nothing reads.
-template <class T, int kD, bool kSoftcap, bool kVarlen>
+// kDet: the deterministic order (see launch_bwd): the grid runs from the last key block down, and
+// the dQ adds to a query block take turns from its last key block down.
+template <class T, int kD, bool kSoftcap, bool kVarlen, bool kDet>
 __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     attention_v07_bwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
@@ -297,7 +284,7 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
   const PipelineRing<kStages> ring = PipelineRing<kStages>::at(smem + C::kOffBar);
   uint64_t* kv_full = static_cast<uint64_t*>(ring.end());
 
-  const int n_blk = blockIdx.x, hkv = blockIdx.y, b = blockIdx.z;
+  const int n_blk = kDet ? gridDim.x - 1 - blockIdx.x : blockIdx.x, hkv = blockIdx.y, b = blockIdx.z;
   const int n0 = n_blk * kBlockN;
   // thd: a copy of the parameters with the sequence's lengths; fixed lengths read the parameter
   // bank as they are.
@@ -443,8 +430,9 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     ptx::wgmma_wait_group<0>();
     ptx::wgmma_fence_operands(dp);
     if constexpr (kSoftcap) {
-      if (whole) softcap_probs_and_ds<false, false>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
-      else softcap_probs_and_ds<true, kVarlen>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
+      // One copy, the range test on every tile: a second, unmasked copy for whole tiles took
+      // the D = 128 and 256 consumers past their 240 registers (spills).
+      softcap_probs_and_ds<kVarlen>(p, s, dp, lse_s, delta_s, m0 + col, qlo, qhi);
     } else if (kVarlen && !whole) {
       dscores<true>(s, dp, delta_s);
     } else {
@@ -481,12 +469,23 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     ptx::wgmma_commit_group();
 
     // dQ over this warpgroup's keys and column chunks, once every dS^T row it reads is written
-    // (D = 128 and 256: both warpgroups' rows, or warpgroup 0's; D = 64: its own). The
-    // deterministic adds take the turn before the first chunk's adds and pass it after the last.
+    // (D = 128 and 256: both warpgroups' rows, or warpgroup 0's; D = 64: its own). kDet: the
+    // bulk reduction runs in turn (D <= 128); D = 256's per-thread adds take the turn before the
+    // first chunk's adds and pass it after the last.
     if constexpr (kD == 64) ptx::named_barrier_sync(2 + w, 128);
     else ptx::named_barrier_sync(1, 256);
     const uint32_t ds_addr = smem_u32(ds_buf);
-    int* turn = nullptr;
+    // kDet: this warpgroup's counter for query block m, and the count at which the turn is
+    // its own: ranks from the block's last key block down (D = 64: both warpgroups add to the
+    // same tile, warpgroup 0 first). Only thread 0 of the warpgroup waits and passes the turn.
+    // thd: a sequence longer than the maximum the grid was sized for (wrong prefix sums) has no
+    // CTAs past the grid, so the turns start at the last key block that has one.
+    auto turn_of = [&](int& mine) {
+      const int last = last_key_block<C>(p, m);
+      const int rank = (last < int(gridDim.x) - 1 ? last : int(gridDim.x) - 1) - n_blk;
+      mine = kD == 64 ? 2 * rank + w : rank;
+      return p.dq_turn + qblock(hq, m) * 2 + (kD == 64 ? 0 : w);
+    };
 #pragma unroll
     for (int part = 0; part < C::kDqChunks; ++part) {
       const int dq_chunk = dq_chunk0 + part;
@@ -513,7 +512,7 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       }
       ptx::wgmma_fence_operands(dq);
 
-      if (C::kBulkDq && p.dq_bulk) {
+      if constexpr (C::kBulkDq) {
         // The tile into this warpgroup's buffer once its previous reduction has read it, then
         // one bulk reduction by one thread.
         float* tile = s_dq + w * 4096;
@@ -526,20 +525,34 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_sync(2 + w, 128);
         if (t == 0) {
-          ptx::bulk_reduce_add_f32(p.dq_acc + dq_tile_offset(qblock(hq, m), kD, dq_chunk), tile,
-                                   C::kDqTileBytes);
-          ptx::bulk_commit_group();
+          float* dst = p.dq_acc + dq_tile_offset(qblock(hq, m), kD, dq_chunk);
+          if constexpr (kDet) {
+            // In turn: the acquire ordered before the (async-proxy) reduction, the reduction
+            // complete and ordered before the release that passes the turn on.
+            int mine;
+            int* turn = turn_of(mine);
+            while (ptx::ld_acquire_gpu(turn) < mine) __nanosleep(32);
+            ptx::fence_proxy_async_global();
+            ptx::bulk_reduce_add_f32(dst, tile, C::kDqTileBytes);
+            ptx::bulk_commit_group();
+            ptx::bulk_wait_group_all();
+            ptx::fence_proxy_async_global();
+            ptx::red_release_gpu_add(turn, 1);
+          } else {
+            ptx::bulk_reduce_add_f32(dst, tile, C::kDqTileBytes);
+            ptx::bulk_commit_group();
+          }
         }
         continue;
       }
       // dq_acc[row][dq_chunk * 64 + column] += dq: rows key_row + 8 h of the query block.
       float* acc = p.dq_acc + (qrow(hq, m0) + key_row) * kD + dq_chunk * 64 + col;
-      if (part == 0 && p.deterministic) {
-        const int rank = n_blk - first_key_block<C>(p, m);
-        turn = p.dq_turn + qblock(hq, m) * 2 + (kD == 64 ? 0 : w);
-        const int mine = kD == 64 ? 2 * rank + w : rank;
-        if (t == 0)
+      if (kDet && part == 0) {
+        if (t == 0) {
+          int mine;
+          const int* turn = turn_of(mine);
           while (ptx::ld_acquire_gpu(turn) < mine) __nanosleep(32);
+        }
         ptx::named_barrier_sync(2 + w, 128);
       }
 #pragma unroll
@@ -552,15 +565,18 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     ptx::wgmma_fence_operands(dk);
     ptx::wgmma_fence_operands(dv);
     ring.consumer_release(st);  // every read of the slot (wgmma, lse, Delta) is done
-    if (p.deterministic) {
+    if constexpr (kDet && !C::kBulkDq) {  // every thread's adds done: the turn passed on
       __threadfence();
       ptx::named_barrier_sync(2 + w, 128);
-      if (t == 0) ptx::red_release_gpu_add(turn, 1);
+      if (t == 0) {
+        int mine;
+        ptx::red_release_gpu_add(turn_of(mine), 1);
+      }
     }
   }
 
   // The last reduction's reads of the tile buffer and its writes finish before the CTA exits.
-  if (C::kBulkDq && p.dq_bulk && t == 0) ptx::bulk_wait_group_all();
+  if (C::kBulkDq && t == 0) ptx::bulk_wait_group_all();
 
   // dK = scale * dK (the scores' scale; softcap's factor is in dS), dV as summed.
   T* dK = static_cast<T*>(p.dk) + int64_t(b) * p.sdk.b + int64_t(hkv) * p.sdk.h;
@@ -707,7 +723,9 @@ __global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionA
 
 // ---- host ------------------------------------------------------------------------------------
 
-template <class T, int kD>
+// kDet: a.deterministic's kernels (instantiated in their own translation unit,
+// v07_wgmma_backward_det.cu, which keeps each unit's compile time under a minute).
+template <class T, int kD, bool kDet>
 void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   using C = Cfg<kD>;
   const bool thd = a.cu_q != nullptr;
@@ -727,7 +745,7 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   float* delta = reinterpret_cast<float*>(base + acc_bytes + stat_bytes);
   int* dq_turn = reinterpret_cast<int*>(base + acc_bytes + 2 * stat_bytes);
   const int64_t zeroed =
-      a.deterministic ? acc_bytes + 2 * stat_bytes + turn_bytes : acc_bytes + (thd ? 2 * stat_bytes : 0);
+      kDet ? acc_bytes + 2 * stat_bytes + turn_bytes : acc_bytes + (thd ? 2 * stat_bytes : 0);
   HK_CHECK_CUDA(cudaMemsetAsync(base, 0, size_t(zeroed), stream));
 
   const int64_t prep_rows = thd ? a.heads_q * a.total_q : rows_pad;
@@ -749,8 +767,6 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   p.cap_out = a.softcap > 0.f ? a.softcap * kLog2e : 0.f;
   p.lse2 = lse2, p.delta = delta, p.dq_acc = dq_acc, p.dq_turn = dq_turn;
   p.dk = a.dk, p.dv = a.dv, p.sdk = a.sdk, p.sdv = a.sdv;
-  p.deterministic = a.deterministic ? 1 : 0;
-  p.dq_bulk = C::kBulkDq && !a.deterministic ? 1 : 0;
   p.cu_q = a.cu_q, p.cu_k = a.cu_k, p.total_q = a.total_q, p.total_k = a.total_k;
   // D-wide maps (a box's columns past D arrive as zeros: the kernel computes kD columns); thd:
   // over the packed [total, H, D] tensors, one batch
@@ -760,9 +776,11 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   const CUtensorMap mk = attn_hopper::operand_map(a.k, a.dtype, rk, a.heads_kv, nb, d, a.sk, C::kBlockN);
   const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, rk, a.heads_kv, nb, d, a.sv, C::kBlockN);
   const CUtensorMap mdo = attn_hopper::operand_map(a.dout, a.dtype, rq, a.heads_q, nb, d, a.sdo, C::kBlockM);
-  auto kernel = attention_v07_bwd_kernel<T, kD, false, false>;
-  if (thd) kernel = a.softcap > 0.f ? attention_v07_bwd_kernel<T, kD, true, true> : attention_v07_bwd_kernel<T, kD, false, true>;
-  else if (a.softcap > 0.f) kernel = attention_v07_bwd_kernel<T, kD, true, false>;
+  auto kernel = attention_v07_bwd_kernel<T, kD, false, false, kDet>;
+  if (thd)
+    kernel = a.softcap > 0.f ? attention_v07_bwd_kernel<T, kD, true, true, kDet>
+                             : attention_v07_bwd_kernel<T, kD, false, true, kDet>;
+  else if (a.softcap > 0.f) kernel = attention_v07_bwd_kernel<T, kD, true, false, kDet>;
   allow_dynamic_smem(kernel, C::kSmemBytes);
   dim3 grid(static_cast<unsigned>(ceil_div(a.seqlen_k, C::kBlockN)), static_cast<unsigned>(a.heads_kv),
             static_cast<unsigned>(a.batch));
@@ -772,10 +790,15 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   const int64_t convert_rows = thd ? a.heads_q * a.total_q : a.batch * a.heads_q * a.seqlen_q;
   if (convert_rows > 0) {
     auto convert = thd ? attention_v07_dq_convert<T, kD, true> : attention_v07_dq_convert<T, kD, false>;
-    convert<<<grid_for(ceil_div(convert_rows * (a.head_dim / 8), 256)), 256, 0, stream>>>(a, sq_pad, dq_acc, p.dq_bulk);
+    convert<<<grid_for(ceil_div(convert_rows * (a.head_dim / 8), 256)), 256, 0, stream>>>(a, sq_pad, dq_acc,
+                                                                                        C::kBulkDq ? 1 : 0);
     HK_CHECK_LAUNCH("attention_v07 dq convert");
   }
 }
+
+// The deterministic backward (launch_bwd<T, kD, true> for a's dtype and D), defined in
+// v07_wgmma_backward_det.cu.
+void launch_bwd_deterministic(const AttentionArgs& a, cudaStream_t stream);
 
 // What the kernels run ("" = all of p).
 inline std::string supports(const AttentionProblem& p) {

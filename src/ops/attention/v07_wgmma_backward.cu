@@ -9,11 +9,12 @@
 // memory, dV += P^T dO and dK += dS^T Q as wgmma with P^T and dS^T straight from registers, and
 // dQ = dS K as wgmma from a dS^T tile staged in shared memory, added to an f32 accumulator (D <=
 // 128: the warpgroup's 64 x 64 tile staged in shared memory in fragment order and added by one
-// cp.reduce.async.bulk; D = 256 and deterministic: red.global.add.v2.f32); a last kernel scales
+// cp.reduce.async.bulk; D = 256: red.global.add.v2.f32); a last kernel scales
 // and converts it. Within a warpgroup, P^T's exponentials run while dP^T is in the tensor cores,
 // and dQ's wgmma is queued before dK's, so that dQ's reduction runs under dK.
-// deterministic: the dQ additions of each query block take turns in key-block order (a counter
-// per block, acquire/release), so every run rounds the same sums in the same order.
+// deterministic: the dQ additions of each query block take turns in key-block order, last key
+// block first, with the grid launched in that order (a counter per block, acquire/release; the
+// kernels in v07_wgmma_backward_det.cu), so every run rounds the same sums in the same order.
 // Adds over v04: TMA + mbarrier ring, wgmma from shared memory, P^T and dS^T as register
 // operands, a producer warpgroup beside two consumers, deterministic dQ without recomputation.
 // Measured (H200, 2026-12-02): 390 TFLOP/s at B4 S4096 H16 D128, 3.7x v04, with per-thread
@@ -37,13 +38,14 @@ namespace hk::attention_v07_wgmma_backward {
 namespace {
 
 void attention_v07_launch(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.deterministic) return attn_hopper_bwd::launch_bwd_deterministic(a, stream);  // v07_wgmma_backward_det.cu
   attn::dispatch_16bit(a.dtype, "attention/v07_wgmma_backward", [&](auto t) {
     using T = decltype(t);
     // the 64-column tiles for D <= 64, the 128-column ones up to 128, the 256-column ones above
     // (zero columns past D)
-    if (a.head_dim <= 64) attn_hopper_bwd::launch_bwd<T, 64>(a, stream);
-    else if (a.head_dim <= 128) attn_hopper_bwd::launch_bwd<T, 128>(a, stream);
-    else attn_hopper_bwd::launch_bwd<T, 256>(a, stream);
+    if (a.head_dim <= 64) attn_hopper_bwd::launch_bwd<T, 64, false>(a, stream);
+    else if (a.head_dim <= 128) attn_hopper_bwd::launch_bwd<T, 128, false>(a, stream);
+    else attn_hopper_bwd::launch_bwd<T, 256, false>(a, stream);
   });
 }
 
