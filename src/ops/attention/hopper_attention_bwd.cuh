@@ -388,6 +388,30 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
   const int dq_chunk0 = kD == 64 ? 0 : (C::kSplitD ? 2 * w : w);
   const int col = 2 * (lane % 4);
 
+  // kDet: this warpgroup's counter for query block m of head hq, and the count at which the turn
+  // is its own: ranks from the block's last key block down (D = 64: both warpgroups add to the
+  // same tile, warpgroup 0 first). Only thread 0 of the warpgroup waits and passes the turn.
+  // thd: a sequence longer than the maximum the grid was sized for (wrong prefix sums) has no
+  // CTAs past the grid, so the turns start at the last key block that has one.
+  auto turn_of = [&](int hq, int m, int& mine) {
+    const int last = last_key_block<C>(p, m);
+    const int rank = (last < int(gridDim.x) - 1 ? last : int(gridDim.x) - 1) - n_blk;
+    mine = kD == 64 ? 2 * rank + w : rank;
+    return p.dq_turn + qblock(hq, m) * 2 + (kD == 64 ? 0 : w);
+  };
+  // kDet with bulk reductions (thread 0): iteration it's reduction complete, its turn passed on.
+  // Called one iteration late, once the next block's S^T and dP^T are in the tensor cores, so
+  // the warpgroup does not stall on the reduction's completion (it did: 0.73x of the atomic
+  // path at B8 S2048 H16 D128). The release depends on nothing but this CTA's own progress, so
+  // the turns cannot wait in a cycle.
+  auto pass_turn = [&](int it) {
+    int mine;
+    int* turn = turn_of(hkv * p.group + it / m_count, m_lo + it % m_count, mine);
+    ptx::bulk_wait_group_all();
+    ptx::fence_proxy_async_global();
+    ptx::red_release_gpu_add(turn, 1);
+  };
+
   if (iters > 0) ptx::mbar_wait(kv_full, 0);
   PipelineState<kStages> st;
   for (int it = 0; it < iters; ++it, ++st) {
@@ -413,6 +437,8 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       ptx::wgmma_m64n64k16<T, false, false>(dp, da, db, kk > 0);
     }
     ptx::wgmma_commit_group();
+    if constexpr (kDet && C::kBulkDq)
+      if (t == 0 && it > 0) pass_turn(it - 1);
     // P^T while dP^T is still in the tensor cores (softcap: tanh), dS^T once it is in.
     const float* lse_s = s_lse + st.stage() * kBlockM + col;
     const float* delta_s = s_delta + st.stage() * kBlockM + col;
@@ -475,17 +501,6 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     if constexpr (kD == 64) ptx::named_barrier_sync(2 + w, 128);
     else ptx::named_barrier_sync(1, 256);
     const uint32_t ds_addr = smem_u32(ds_buf);
-    // kDet: this warpgroup's counter for query block m, and the count at which the turn is
-    // its own: ranks from the block's last key block down (D = 64: both warpgroups add to the
-    // same tile, warpgroup 0 first). Only thread 0 of the warpgroup waits and passes the turn.
-    // thd: a sequence longer than the maximum the grid was sized for (wrong prefix sums) has no
-    // CTAs past the grid, so the turns start at the last key block that has one.
-    auto turn_of = [&](int& mine) {
-      const int last = last_key_block<C>(p, m);
-      const int rank = (last < int(gridDim.x) - 1 ? last : int(gridDim.x) - 1) - n_blk;
-      mine = kD == 64 ? 2 * rank + w : rank;
-      return p.dq_turn + qblock(hq, m) * 2 + (kD == 64 ? 0 : w);
-    };
 #pragma unroll
     for (int part = 0; part < C::kDqChunks; ++part) {
       const int dq_chunk = dq_chunk0 + part;
@@ -527,21 +542,15 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
         if (t == 0) {
           float* dst = p.dq_acc + dq_tile_offset(qblock(hq, m), kD, dq_chunk);
           if constexpr (kDet) {
-            // In turn: the acquire ordered before the (async-proxy) reduction, the reduction
-            // complete and ordered before the release that passes the turn on.
+            // In turn: the acquire ordered before the (async-proxy) reduction; pass_turn
+            // releases it in the next iteration.
             int mine;
-            int* turn = turn_of(mine);
+            const int* turn = turn_of(hq, m, mine);
             while (ptx::ld_acquire_gpu(turn) < mine) __nanosleep(32);
             ptx::fence_proxy_async_global();
-            ptx::bulk_reduce_add_f32(dst, tile, C::kDqTileBytes);
-            ptx::bulk_commit_group();
-            ptx::bulk_wait_group_all();
-            ptx::fence_proxy_async_global();
-            ptx::red_release_gpu_add(turn, 1);
-          } else {
-            ptx::bulk_reduce_add_f32(dst, tile, C::kDqTileBytes);
-            ptx::bulk_commit_group();
           }
+          ptx::bulk_reduce_add_f32(dst, tile, C::kDqTileBytes);
+          ptx::bulk_commit_group();
         }
         continue;
       }
@@ -550,7 +559,7 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       if (kDet && part == 0) {
         if (t == 0) {
           int mine;
-          const int* turn = turn_of(mine);
+          const int* turn = turn_of(hq, m, mine);
           while (ptx::ld_acquire_gpu(turn) < mine) __nanosleep(32);
         }
         ptx::named_barrier_sync(2 + w, 128);
@@ -570,13 +579,17 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       ptx::named_barrier_sync(2 + w, 128);
       if (t == 0) {
         int mine;
-        ptx::red_release_gpu_add(turn_of(mine), 1);
+        ptx::red_release_gpu_add(turn_of(hq, m, mine), 1);
       }
     }
   }
 
-  // The last reduction's reads of the tile buffer and its writes finish before the CTA exits.
-  if (C::kBulkDq && t == 0) ptx::bulk_wait_group_all();
+  // The last reduction's reads of the tile buffer and its writes finish before the CTA exits (kDet:
+  // and its turn passes on).
+  if (C::kBulkDq && t == 0) {
+    if (kDet && iters > 0) pass_turn(iters - 1);
+    else ptx::bulk_wait_group_all();
+  }
 
   // dK = scale * dK (the scores' scale; softcap's factor is in dS), dV as summed.
   T* dK = static_cast<T*>(p.dk) + int64_t(b) * p.sdk.b + int64_t(hkv) * p.sdk.h;
