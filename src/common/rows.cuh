@@ -11,7 +11,9 @@
 //     so the body always moves as LDG.128 (rows of odd length packed back to back, T = 4097,
 //     and padded strided rows start at every 16-byte phase);
 //   a row held in registers by a block (pipelined rows): thread t owns vectors t, t + kThreads,
-//     ... of every row (load_slice), whole ones only.
+//     ... of every row (load_slice), whole ones only;
+//   rows of whole vectors as one flat array of vectors (flat_vec): one-shot elementwise blocks
+//     over any row count, length and stride.
 // Then the row-wise reductions (a warp, a row group, the block) and the second kernel that sums
 // per-block f32 partials of split rows.
 #pragma once
@@ -59,6 +61,23 @@ __device__ __forceinline__ Vec<T, N> load_keep_ordered(const T* p) {
   return *reinterpret_cast<Vec<T, N>*>(&r);
 }
 
+// load_keep with an L1 evict-last hint (ld.global.nc.L1::evict_last), for a row-length operand
+// (weighted_sum's w) that every short-lived block on an SM reads again: the streamed rows passing
+// through L1 evict it first, so each block finds it in L1 instead of asking L2 again. The L2
+// policy stays the default (vec.cuh says why streamed operands carry no hint). Used by
+// weighted_sum v04 and v05, where it was not measured apart from the rest of the rung; on
+// rmsnorm v06's g (H200, 2026-12-04, 16384x8192) the hint alone was level with load_keep
+// (129.9 / 258.6 us against 129.6 / 259.2, bf16 / f32), so rmsnorm kept load_keep.
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> load_keep_last(const T* p) {
+  static_assert(sizeof(T) * N == 16, "load_keep_last moves exactly 16 bytes");
+  uint4 r;
+  asm volatile("ld.global.nc.L1::evict_last.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return *reinterpret_cast<Vec<T, N>*>(&r);
+}
+
 // A whole 16-byte vector at a 16-byte aligned `p`: streamed (kStream) or kept.
 template <bool kStream, class T>
 __device__ __forceinline__ Vec<T, kVec16<T>> load_vec16(const T* p) {
@@ -89,6 +108,23 @@ __device__ __forceinline__ void store_row_vec(T* row, int64_t col, int64_t dim, 
 #pragma unroll
   for (int k = 0; k < N; ++k)
     if (col + k < dim) row[col + k] = v.v[k];
+}
+
+// ---- rows of whole vectors walked as one flat array (the one-shot elementwise blocks) ------------
+//
+// A [rows, D] operand whose rows are whole 16-byte vectors (D % kV == 0) with aligned starts, seen
+// as rows * (D / kV) vectors: vector i is vector i % row_vecs of row i / row_vecs. One-shot
+// blocks of a few vectors per thread walk it as gelu v03 walks a flat array (docs/decisions.md:
+// one-shot 128 x 2 blocks), whatever the row count, length or stride. Indices are 32-bit (one
+// 32-bit division per vector): the rungs that use it refuse 2^32 vectors or more in supports().
+struct FlatVec {
+  int64_t row;
+  int64_t col;  // vector index in the row (elements col * kV ...)
+};
+
+__device__ __forceinline__ FlatVec flat_vec(uint32_t i, uint32_t row_vecs) {
+  const uint32_t r = i / row_vecs;
+  return {int64_t(r), int64_t(i - r * row_vecs)};
 }
 
 // ---- rows with any start: peeled head | 16-byte body | tail -------------------------------------

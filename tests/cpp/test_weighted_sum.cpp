@@ -46,11 +46,19 @@ TEST(WeightedSumBadInput, EmptyTensorIsANoOp) {
 
 TEST(WeightedSumDispatch, DefaultAndFallback) {
   auto& reg = hk::Registry::get();
-  // many rows that fit in a block's registers: the pipelined row rung (forward only)
-  EXPECT_EQ(reg.choose(hk::WeightedSumProblem(16384, 8192, DType::kBF16, false)).variant->name(), "v03_pipelined_rows");
-  EXPECT_EQ(reg.choose(hk::WeightedSumProblem(16384, 8192, DType::kF32, false)).variant->name(), "v03_pipelined_rows");
-  // the backward, few long rows (split into chunks) and rows too long for registers: v02
-  EXPECT_EQ(reg.choose(hk::WeightedSumProblem(16384, 8192, DType::kBF16, true)).variant->name(), "v02_row_groups");
+  // many rows of 129..2048 whole vectors: a one-shot block per row (where v03 served before)
+  EXPECT_EQ(reg.choose(hk::WeightedSumProblem(16384, 8192, DType::kBF16, false)).variant->name(), "v04_oneshot_rows");
+  EXPECT_EQ(reg.choose(hk::WeightedSumProblem(16384, 8192, DType::kF32, false)).variant->name(), "v04_oneshot_rows");
+  // the backward of many such rows: two single-kind passes; rows that are not whole vectors: v02
+  EXPECT_EQ(reg.choose(hk::WeightedSumProblem(16384, 8192, DType::kBF16, true)).variant->name(), "v05_two_pass_backward");
+  EXPECT_EQ(reg.choose(hk::WeightedSumProblem(16384, 8192, DType::kF32, true)).variant->name(), "v05_two_pass_backward");
+  hk::WeightedSumProblem part_vec(1024, 4097, DType::kF32, true, 3);  // 16-byte aligned rows, a partial last vector
+  EXPECT_NE(reg.variant("weighted_sum", "v05_two_pass_backward")->supports(part_vec), "");
+  EXPECT_EQ(reg.choose(part_vec).variant->name(), "v02_row_groups");
+  // v04 runs a partial last vector (element by element) when asked by name
+  EXPECT_EQ(reg.variant("weighted_sum", "v04_oneshot_rows")->supports(hk::WeightedSumProblem(1024, 4097, DType::kF32, false, 3)), "");
+  // few rows (split into chunks) and rows too long for registers: v02
+  EXPECT_EQ(reg.choose(hk::WeightedSumProblem(64, 8192, DType::kF32, true)).variant->name(), "v02_row_groups");
   EXPECT_EQ(reg.choose(hk::WeightedSumProblem(4, int64_t(1) << 26, DType::kBF16, false)).variant->name(), "v02_row_groups");
   EXPECT_EQ(reg.choose(hk::WeightedSumProblem(16384, 16384, DType::kF32, false)).variant->name(), "v02_row_groups");
   // 2-byte aligned rows: cuBLAS, which takes any alignment (the naive rung is ladder-only)
@@ -137,6 +145,32 @@ TEST(WeightedSumPublic, MisalignedViews) {
               },
               19, "v02 " + what);
         }
+}
+
+// The one-shot rungs on 16-byte aligned rows whose strides differ between x and dx (the test
+// problems pad both alike): v05's dx pass walks dx at its own stride while its dw pass reads x at
+// x's; v04 with padded rows and a partial last vector.
+TEST(WeightedSumOneShot, DistinctRowStrides) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  auto& reg = hk::Registry::get();
+  uint64_t seed = 21;
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    hk::WeightedSumProblem bwd(600, 1600, dt, true);
+    bwd.ld_x = 1608;
+    bwd.ld_dx = 1632;
+    hk::WeightedSumProblem fwd(600, 1601, dt, false, 7);
+    for (auto [p, name] : {std::pair<hk::WeightedSumProblem*, const char*>{&bwd, "v05_two_pass_backward"},
+                           {&fwd, "v04_oneshot_rows"}}) {
+      const hk::Variant* v = reg.variant("weighted_sum", name);
+      ASSERT_NE(v, nullptr) << name;
+      ASSERT_EQ(v->supports(*p), "") << name << " " << p->key();
+      hk::bench::Case c(std::make_shared<hk::WeightedSumProblem>(*p), seed);
+      const hk::bench::CheckResult r = c.run_and_check(*v);
+      EXPECT_TRUE(r.ok) << name << " " << p->key() << " seed " << seed << ": " << r.message;
+      ++seed;
+    }
+  }
 }
 
 TEST(WeightedSumReference, BackwardMatchesFiniteDifferences) {

@@ -1,7 +1,8 @@
 // weighted_sum/v03_pipelined_rows.cu
 //
-// Rung 3 (forward; production for >= 512 rows of 129..2048 whole 16-byte vectors): a block of 256
-// threads owns whole rows, grid-stride over a resident grid. Each thread owns the same kPer
+// Rung 3 (forward; production for >= 512 rows of 129..2048 whole 16-byte vectors until
+// v04_oneshot_rows took them, 2026-12-04; listed after it): a block of 256 threads owns whole
+// rows, grid-stride over a resident grid. Each thread owns the same kPer
 // 16-byte column vectors of every row (vectors tid, tid + 256, ...), so:
 //  - its slice of w is loaded once into registers and never reloaded (v02 re-read w from L1
 //    for every x vector);
@@ -99,7 +100,7 @@ void weighted_sum_v03_launch(const WeightedSumArgs& a, cudaStream_t stream) {
 }
 
 std::string weighted_sum_v03_supports(const WeightedSumProblem& p) {
-  if (p.backward) return "forward only (the backward runs in v02_row_groups)";
+  if (p.backward) return "forward only (the backward runs in v05_two_pass_backward or v02_row_groups)";
   if (p.row_align() < 16)
     return "needs 16-byte aligned row starts (base address and row stride) for 16-byte loads, got " +
            std::to_string(p.row_align()) + "-byte alignment";
