@@ -66,6 +66,16 @@ TEST(BroadcastDispatch, DefaultAndFallback) {
     EXPECT_TRUE(c.variant->is(hk::kFlagProduction)) << q.family() << ": " << c.variant->name();
     EXPECT_NE(c.variant->name(), "v01_naive") << q.family();
   }
+  // row_scale_relu's forward: the flat one-shot rung where rows are aligned whole vectors, else v03.
+  EXPECT_EQ(reg.choose(BroadcastProblem(BroadcastKind::kRowScaleRelu, {16384, 8192}, DType::kBF16)).variant->name(),
+            "v04_flat_vectors");
+  EXPECT_EQ(reg.choose(BroadcastProblem(BroadcastKind::kRowScaleRelu, {4, int64_t(1) << 26}, DType::kF32)).variant->name(),
+            "v04_flat_vectors");
+  EXPECT_EQ(reg.choose(BroadcastProblem(BroadcastKind::kRowScaleRelu, {16384, 8192}, DType::kBF16, true)).variant->name(),
+            "v03_oneshot_chunks");
+  BroadcastProblem part_vec(BroadcastKind::kRowScaleRelu, {16, 8191}, DType::kF32, false, 1);  // aligned rows
+  EXPECT_NE(reg.variant("row_scale_relu", "v04_flat_vectors")->supports(part_vec), "");
+  EXPECT_EQ(reg.choose(part_vec).variant->name(), "v03_oneshot_chunks");
   // An outer op's x and y are vectors: an odd N0 only matters through z's row stride.
   BroadcastProblem odd_n0(BroadcastKind::kOuterMulRelu, {16, 8191}, DType::kF32, false, 1);
   EXPECT_EQ(reg.choose(odd_n0).variant->name(), "v02_vectorized");
@@ -124,6 +134,28 @@ TEST(BroadcastDispatch, NaiveRungsAreLadderOnly) {
     const hk::Variant* v = reg.variant(family, "v01_naive");
     ASSERT_NE(v, nullptr) << family;
     EXPECT_FALSE(v->is(hk::kFlagProduction)) << family;
+  }
+}
+
+// row_scale_relu's flat rung on 16-byte aligned rows whose strides differ between x and z (the
+// test problems pad both alike): each vector's row and column address x and z at their own
+// strides; the last block ragged.
+TEST(BroadcastFlat, RowScaleReluDistinctRowStrides) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  auto& reg = hk::Registry::get();
+  uint64_t seed = 31;
+  const hk::Variant* v = reg.variant("row_scale_relu", "v04_flat_vectors");
+  ASSERT_NE(v, nullptr);
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    BroadcastProblem p(BroadcastKind::kRowScaleRelu, {601, 1024}, dt);
+    p.ld_x = 1032;
+    p.ld_z = 1056;
+    ASSERT_EQ(v->supports(p), "") << p.key();
+    hk::bench::Case c(std::make_shared<BroadcastProblem>(p), seed);
+    const hk::bench::CheckResult r = c.run_and_check(*v);
+    EXPECT_TRUE(r.ok) << p.key() << " seed " << seed << ": " << r.message;
+    ++seed;
   }
 }
 

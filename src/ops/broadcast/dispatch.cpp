@@ -1,7 +1,8 @@
 // broadcast/dispatch.cpp — which rung serves a public call of the four broadcast families
 // (hk::add_scalar, hk::outer_add, hk::outer_mul_relu, hk::row_scale_relu and their hk.* ops).
 //
-// One rung per family serves every call. Those rungs run any alignment: operands or row strides
+// One rung per family serves every call (row_scale_relu's forward: v04_flat_vectors first where
+// it can run; below). Those rungs run any alignment: operands or row strides
 // that are not 16-byte aligned take their peeled kernels (each row of the output peeled to its
 // first 16-byte boundary, 16-byte stores; inputs at another phase read with the widest loads
 // their phase allows). Measured on the H200, 2026-11-29 (docs/broadcast.md), % of copy
@@ -14,6 +15,9 @@
 //   outer_mul_relu    v02_vectorized        94.5 / 99.5           89.9 / 90.4
 //   row_scale_relu    v03_oneshot_chunks    fwd 91.9 / 91.2,      fwd 92.2 / 91.0,
 //                                           bwd 92.4 / 95.9       bwd 93.9 / 96.7
+//   row_scale_relu    v04_flat_vectors      fwd 99.4 / 100.6      fwd 100.4 / 101.1
+//     (forward, aligned rows of whole vectors; 2026-12-04, default policy: v03's forward 97.3 / 96.8
+//     and 97.7 / 96.5 in that run)
 //
 // Re-measured with the current kernels (H200, 2026-12-03, f0a9960): the quick suite at 16384x8192
 // bf16, % of copy: add_scalar 100.0, outer_add 102.5, outer_mul_relu 101.6, row_scale_relu fwd
@@ -21,6 +25,14 @@
 // torch.compile in one process (docs/results/bench-torch-quick.json), bf16 / f32: add_scalar
 // 0.99x / 1.00x, outer_add 1.34x / 1.00x, outer_mul_relu 1.36x / 1.00x, row_scale_relu 0.98x /
 // 0.96x (backward 1.19x).
+//
+// row_scale_relu's forward on v04_flat_vectors (H200, 2026-12-04, `hk bench row_scale_relu
+// --quick --budget-ms 400 --variant 'public,v03*,v04*' --shape 16384x8192 --shape 4x67108864
+// --dtype bf16,f32`): the rows as one flat array of 16-byte vectors in one-shot 128 x 2 blocks
+// (the elementwise rungs' shape), 128.0 / 252.7 us at 16384x8192 (bf16 / f32) against v03's
+// 130.8 / 262.7, 253.4 / 503.4 us at 4x2^26 against 260.3 / 527.1; from Python 1.00x / 1.00x
+// torch.compile at 16384x8192, 0.99x / 1.00x at 4x2^26 (v03: 0.97x / 0.96x and 0.96x / 0.95x).
+// Unaligned rows and rows that are not whole vectors stay on v03, as does the backward.
 //
 // The peeled kernels are not yet measured. Ladder-only: the v01_naive rungs (one thread per
 // element, scalar access: 15-50% of copy at 16384x8192 unaligned) and row_scale_relu's
@@ -50,11 +62,17 @@ std::vector<Route> outer_mul_relu_dispatch(const BroadcastProblem&) {
 }
 
 std::vector<Route> row_scale_relu_dispatch(const BroadcastProblem& p) {
-  return {{"v03_oneshot_chunks",
+  const Route v03{"v03_oneshot_chunks",
            p.backward ? "a block per (row, chunk), long rows split: 92.4% / 95.9% of copy at 16384x8192, 93.9% / 96.7% "
                         "at 4x2^26 (bf16 / f32, aligned; H200, 2026-11-29); any alignment (peeled)"
                       : "a block per (row, chunk), 8 loads in flight: 91.9% / 91.2% of copy at 16384x8192, 92.2% / "
-                        "91.0% at 4x2^26 (bf16 / f32, aligned; H200, 2026-11-29); any alignment (peeled)"}};
+                        "91.0% at 4x2^26 (bf16 / f32, aligned; H200, 2026-11-29); any alignment (peeled)"};
+  if (p.backward) return {v03};
+  // v04_flat_vectors declines what it cannot run (unaligned rows, a partial last vector): v03 then.
+  return {{"v04_flat_vectors", "the rows as one flat array of 16-byte vectors, one-shot 128 x 2 blocks: 99.4% / "
+                               "100.6% of copy at 16384x8192, 100.4% / 101.1% at 4x2^26 (bf16 / f32, aligned; "
+                               "H200, 2026-12-04), 0.99-1.00x torch.compile from Python"},
+          v03};
 }
 
 }  // namespace
