@@ -88,11 +88,11 @@ TEST(SoftmaxDispatch, PicksByShape) {
   EXPECT_EQ(reg.choose(hk::SoftmaxProblem(8, 16385, DType::kBF16, false)).variant->name(), "v04_split_row_cluster");
   EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 16384, DType::kBF16, true)).variant->name(), "v04_split_row_cluster");
   EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 8192, DType::kF32, true)).variant->name(), "v04_split_row_cluster");
-  // longer rows, read twice by every rung: chunks over the whole grid
-  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kBF16, false)).variant->name(), "v06_split_row_grid");
-  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kF32, true)).variant->name(), "v06_split_row_grid");
-  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 8192 + 1, DType::kF32, true)).variant->name(), "v06_split_row_grid");
-  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 16384 + 1, DType::kBF16, false)).variant->name(), "v06_split_row_grid");
+  // longer rows, read twice by every rung: chunks over the whole grid, the apply pass in one-shot blocks
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kBF16, false)).variant->name(), "v07_oneshot_apply");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, int64_t(1) << 26, DType::kF32, true)).variant->name(), "v07_oneshot_apply");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 8192 + 1, DType::kF32, true)).variant->name(), "v07_oneshot_apply");
+  EXPECT_EQ(reg.choose(hk::SoftmaxProblem(4, 16 * 16384 + 1, DType::kBF16, false)).variant->name(), "v07_oneshot_apply");
   // which band is v04's is the dispatch's rule: v06 runs any row length when asked by name
   EXPECT_EQ(reg.variant("softmax", "v06_split_row_grid")->supports(hk::SoftmaxProblem(16384, 8192, DType::kBF16, false)), "");
   EXPECT_EQ(reg.variant("softmax", "v06_split_row_grid")->supports(hk::SoftmaxProblem(8, 16385, DType::kBF16, false)), "");
@@ -113,7 +113,7 @@ TEST(SoftmaxDispatch, PicksByShape) {
   hk::SoftmaxProblem odd_grid(4, int64_t(1) << 20, DType::kBF16, true, (int64_t(1) << 20) + 1, (int64_t(1) << 20) + 3,
                               (int64_t(1) << 20) + 5);
   odd_grid.align_bytes = 2;
-  EXPECT_EQ(reg.choose(odd_grid).variant->name(), "v06_split_row_grid");
+  EXPECT_EQ(reg.choose(odd_grid).variant->name(), "v07_oneshot_apply");
 }
 
 // The three-pass rung is a teaching rung: the public op never runs it.

@@ -30,6 +30,8 @@
 // Any alignment: when the operands' rows start at different 16-byte phases (kAny), the partial
 // kernel splits at x's (y's) phase and the apply kernel at the output's, each reading the other
 // operands with load_vec_any; chunks index a row's whole vectors either way (at most cols / kV).
+// v07_oneshot_apply runs these kernels too, its apply pass on another grid: it calls
+// softmax_split_row_grid (softmax/split_row_grid.hpp), defined at the end of this file.
 // Needs: nothing beyond the op contract.
 // Run:   hk bench softmax --variant v06_split_row_grid --shape 4x67108864
 #include "common/launch.cuh"
@@ -37,6 +39,7 @@
 #include "common/rows.cuh"
 #include "softmax/softmax_common.cuh"
 #include "softmax/softmax_op.hpp"
+#include "softmax/split_row_grid.hpp"
 
 namespace hk::softmax_v06_split_row_grid {
 namespace {
@@ -139,13 +142,16 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_finalize_kernel(const fl
   }
 }
 
-template <class T, bool kBackward, bool kAny>
-__global__ void __launch_bounds__(kThreads) softmax_v06_apply_kernel(const T* __restrict__ a,
-                                                                     const T* __restrict__ dy,
-                                                                     const float2* __restrict__ stats,
-                                                                     T* __restrict__ out, int64_t rows, int64_t cols,
-                                                                     int64_t ld_a, int64_t ld_dy, int64_t ld_out,
-                                                                     int64_t S, int64_t chunk) {
+// kThr threads per block, kUnr 16-byte vectors per operand in flight per thread: v06 launches
+// <kThreads, kUnroll> as two waves of resident blocks over chunks of ~1/S of a row; v07 <128, 2>,
+// one short-lived block per chunk of 128 x 2 vectors.
+template <class T, bool kBackward, bool kAny, int kThr, int kUnr>
+__global__ void __launch_bounds__(kThr) softmax_v06_apply_kernel(const T* __restrict__ a,
+                                                                 const T* __restrict__ dy,
+                                                                 const float2* __restrict__ stats,
+                                                                 T* __restrict__ out, int64_t rows, int64_t cols,
+                                                                 int64_t ld_a, int64_t ld_dy, int64_t ld_out,
+                                                                 int64_t S, int64_t chunk) {
   constexpr int kV = kVec16<T>;
   using V = Vec<T, kV>;
   const int lane = threadIdx.x;
@@ -175,17 +181,17 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_apply_kernel(const T* __
       store_stream<T, kV>(ob + i * kV, w);
     };
     int64_t i = c * chunk + lane;
-    for (; i + int64_t(kUnroll - 1) * kThreads < end; i += int64_t(kUnroll) * kThreads) {
-      V va[kUnroll], vd[kBackward ? kUnroll : 1];  // (kUnroll, kV) in flight before any math
+    for (; i + int64_t(kUnr - 1) * kThr < end; i += int64_t(kUnr) * kThr) {
+      V va[kUnr], vd[kBackward ? kUnr : 1];  // (kUnr, kV) in flight before any math
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        va[u] = load_stream_at<kAny, T, kV>(ab + (i + u * kThreads) * kV);
-        if constexpr (kBackward) vd[u] = load_stream_at<kAny, T, kV>(db + (i + u * kThreads) * kV);
+      for (int u = 0; u < kUnr; ++u) {
+        va[u] = load_stream_at<kAny, T, kV>(ab + (i + u * kThr) * kV);
+        if constexpr (kBackward) vd[u] = load_stream_at<kAny, T, kV>(db + (i + u * kThr) * kV);
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) write(va[u], vd[kBackward ? u : 0], i + u * kThreads);
+      for (int u = 0; u < kUnr; ++u) write(va[u], vd[kBackward ? u : 0], i + u * kThr);
     }
-    for (; i < end; i += kThreads) {
+    for (; i < end; i += kThr) {
       V va = load_stream_at<kAny, T, kV>(ab + i * kV), vd = va;
       if constexpr (kBackward) vd = load_stream_at<kAny, T, kV>(db + i * kV);
       write(va, vd, i);
@@ -194,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) softmax_v06_apply_kernel(const T* __
 }
 
 template <class T, bool kBackward, bool kAny>
-void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
+void launch_typed(const SoftmaxArgs& a, cudaStream_t stream, SoftmaxApplyGrid grid) {
   constexpr int kV = kVec16<T>;
   if (a.rows == 0 || a.cols == 0) return;
   // Two waves of resident blocks; the three kernels are 256-thread kernels of a similar small
@@ -217,15 +223,27 @@ void launch_typed(const SoftmaxArgs& a, cudaStream_t stream) {
   softmax_v06_finalize_kernel<kBackward><<<grid_for(ceil_div(a.rows, kThreads / 32)), kThreads, 0, stream>>>(
       part.as<float2>(), a.rows, S, stats.as<float2>());
   HK_CHECK_LAUNCH("softmax_v06_finalize_kernel");
-  softmax_v06_apply_kernel<T, kBackward, kAny><<<grid_for(a.rows * S), kThreads, 0, stream>>>(
-      x, d, stats.as<float2>(), static_cast<T*>(a.out), a.rows, a.cols, a.ld_a, a.ld_dy, a.ld_out, S, chunk);
-  HK_CHECK_LAUNCH("softmax_v06_apply_kernel");
+  // The apply pass: the partial kernel's chunks (v06), or one short-lived block per kThr x kUnr
+  // vectors of a row (v07); either way items run in the reverse of the partial kernel's order.
+  auto apply = [&](auto kernel, int threads, int64_t apply_chunk) {
+    const int64_t apply_S = std::max<int64_t>(1, ceil_div(nvec, apply_chunk));
+    kernel<<<grid_for(a.rows * apply_S), threads, 0, stream>>>(x, d, stats.as<float2>(), static_cast<T*>(a.out),
+                                                               a.rows, a.cols, a.ld_a, a.ld_dy, a.ld_out, apply_S,
+                                                               apply_chunk);
+    HK_CHECK_LAUNCH("softmax_v06_apply_kernel");
+  };
+  switch (grid) {
+    case SoftmaxApplyGrid::kResidentChunks:
+      apply(softmax_v06_apply_kernel<T, kBackward, kAny, kThreads, kUnroll>, kThreads, chunk);
+      break;
+    case SoftmaxApplyGrid::kOneShot128x2:
+      apply(softmax_v06_apply_kernel<T, kBackward, kAny, 128, 2>, 128, 128 * 2);
+      break;
+  }
 }
 
 void softmax_v06_launch(const SoftmaxArgs& a, cudaStream_t stream) {
-  dispatch_softmax(a, "softmax/v06_split_row_grid", [&](auto t, auto bwd, auto any) {
-    launch_typed<decltype(t), decltype(bwd)::value, decltype(any)::value>(a, stream);
-  });
+  softmax_split_row_grid(a, stream, SoftmaxApplyGrid::kResidentChunks);
 }
 
 }  // namespace
@@ -235,3 +253,13 @@ HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v06_split_row_grid"
                     kFlagProduction, nullptr, softmax_v06_launch);
 
 }  // namespace hk::softmax_v06_split_row_grid
+
+namespace hk {
+
+void softmax_split_row_grid(const SoftmaxArgs& a, cudaStream_t stream, SoftmaxApplyGrid grid) {
+  dispatch_softmax(a, "softmax/split_row_grid", [&](auto t, auto bwd, auto any) {
+    softmax_v06_split_row_grid::launch_typed<decltype(t), decltype(bwd)::value, decltype(any)::value>(a, stream, grid);
+  });
+}
+
+}  // namespace hk
