@@ -370,10 +370,19 @@ def family_table(fam, run):
     return "\n".join(out) + "\n"
 
 
+def is_quick_suite(run):
+    """`hk bench` with no family (the quick suite). A family's run with --quick (forward problems
+    only) is one of that family's ladder runs."""
+    if not run.get("options", {}).get("quick"):
+        return False
+    words = command_of(run).split()
+    return len(words) < 3 or words[2].startswith("-")
+
+
 def runs_for(fam, runs):
     """The runs to show for a family: its ladder runs; the quick suite only when there is none."""
     have = [r for r in runs if any(x["op"] == fam for x in r["rows"])]
-    ladders = [r for r in have if not r.get("options", {}).get("quick")]
+    ladders = [r for r in have if not is_quick_suite(r)]
     return ladders or have
 
 
@@ -398,7 +407,7 @@ def results_block(fams, runs):
 
 
 def headline_block(runs):
-    quick = [r for r in runs if r.get("options", {}).get("quick")]
+    quick = [r for r in runs if is_quick_suite(r)]
     src = quick or runs
     if not src:
         return NO_RESULTS
