@@ -764,11 +764,8 @@ TEST(AttentionPublic, OneHotRowsReturnVExactly) {
       std::vector<__nv_bfloat16> q(n), v(n), o(n);
       for (auto& x : q) x = __float2bfloat16(big(rng));
       for (auto& x : v) x = __float2bfloat16(unit(rng));
-      void *dq = nullptr, *dv = nullptr, *dout = nullptr, *dlse = nullptr;
-      ASSERT_EQ(cudaMalloc(&dq, n * 2), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&dv, n * 2), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&dout, n * 2), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&dlse, size_t(H * S) * 4), cudaSuccess);
+      hk::bench::DeviceBuffer bq(int64_t(n) * 2), bv(int64_t(n) * 2), bout(int64_t(n) * 2), blse(H * S * 4);
+      void *dq = bq.get(), *dv = bv.get(), *dout = bout.get(), *dlse = blse.get();
       ASSERT_EQ(cudaMemcpy(dq, q.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
       ASSERT_EQ(cudaMemcpy(dv, v.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
       ASSERT_EQ(cudaMemset(dout, 0xff, n * 2), cudaSuccess);  // NaN: a row not written fails
@@ -785,7 +782,6 @@ TEST(AttentionPublic, OneHotRowsReturnVExactly) {
       EXPECT_EQ(wrong, 0) << "D " << d << (causal ? " causal" : "") << ": first at " << first << ", O "
                           << (first < 0 ? 0.f : __bfloat162float(o[size_t(first)])) << " for V "
                           << (first < 0 ? 0.f : __bfloat162float(v[size_t(first)]));
-      for (void* ptr : {dq, dv, dout, dlse}) cudaFree(ptr);
     }
 }
 
@@ -829,13 +825,12 @@ TEST(AttentionPublic, VarlenWrongPrefixSumsStayInBounds) {
   std::mt19937 rng(5);
   std::normal_distribution<float> unit(0.f, 1.f);
   std::vector<__nv_bfloat16> host(static_cast<size_t>(n));
-  std::vector<void*> allocs;
+  std::vector<hk::bench::DeviceBuffer> allocs;
   // A tensor of `count` elements of `bytes` each inside guard bands of 0x5a bytes.
   auto guarded = [&](int64_t count, int64_t bytes, bool random) {
-    char* base = nullptr;
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&base), size_t((count + 2 * guard) * bytes)), cudaSuccess);
+    allocs.emplace_back((count + 2 * guard) * bytes);
+    char* base = static_cast<char*>(allocs.back().get());
     EXPECT_EQ(cudaMemset(base, 0x5a, size_t((count + 2 * guard) * bytes)), cudaSuccess);
-    allocs.push_back(base);
     char* p = base + guard * bytes;
     if (random) {
       for (auto& x : host) x = __float2bfloat16(unit(rng));
@@ -881,7 +876,6 @@ TEST(AttentionPublic, VarlenWrongPrefixSumsStayInBounds) {
     }
     for (char* p : {o, dq, dk, dv}) EXPECT_EQ(guards_intact(p, n, 2), 0) << "cu_q " << cq[1] << ", " << cq[2];
     EXPECT_EQ(guards_intact(lse, H * total, 4), 0);
-    for (void* p : allocs) cudaFree(p);
     allocs.clear();
   }
 }

@@ -132,20 +132,21 @@ struct BwdParams {
 
 // The per-row scratch's 64-row query blocks: thd_pad_row0 and thd_rows_pad (attention_op.hpp).
 
-// thd: the sequence holding packed row r (the last b with cu[b] <= r, by bisection), its first
-// row and length; false when r lies in no sequence (prefix sums that stop short of the total, or
-// that decrease: such rows are left unspecified).
-__device__ __forceinline__ bool thd_seq_of_row(const int32_t* cu, int batch, int64_t total, int64_t r, int& b,
-                                               int64_t& first, int64_t& len) {
-  int lo = 0, hi = batch - 1;
+// thd: the scratch row of packed query row i of head h, in its sequence's blocks (the sequence:
+// the last b with cu_q[b] <= i, by bisection); false when i lies in no sequence (prefix sums that
+// stop short of the total, or that decrease: such rows are left unspecified).
+__device__ __forceinline__ bool thd_scratch_row(const AttentionArgs& a, int64_t sq_pad, int64_t h, int64_t i,
+                                                int64_t& row) {
+  int lo = 0, hi = static_cast<int>(a.batch) - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (cu[mid] <= r) lo = mid;
+    if (a.cu_q[mid] <= i) lo = mid;
     else hi = mid - 1;
   }
-  b = lo;
-  len = attn_span(cu, b, total, first);
-  return r >= first && r < first + len;
+  int64_t first;
+  const int64_t len = attn_span(a.cu_q, lo, a.total_q, first);
+  row = h * sq_pad + thd_pad_row0(lo, first) + i - first;
+  return i >= first && i < first + len;
 }
 
 // dQ's accumulator with bulk reduction: tiles of 64 rows x 64 columns, [query block][kD / 64] (the
@@ -651,11 +652,8 @@ __global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a,
     bool valid;
     if constexpr (kVarlen) {
       h = r / a.total_q, i = r % a.total_q;
-      int seq;
-      int64_t first, len;
-      valid = r < rows && thd_seq_of_row(a.cu_q, static_cast<int>(a.batch), a.total_q, i, seq, first, len);
+      valid = r < rows && thd_scratch_row(a, sq_pad, h, i, dst);
       lse_at = r;
-      dst = h * sq_pad + thd_pad_row0(seq, first) + i - first;
     } else {
       i = r % sq_pad;
       const int64_t bh = r / sq_pad;
@@ -697,10 +695,7 @@ __global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionA
     int64_t b = 0, i, h, row;  // operand row (b, i, h); its row of the scratch
     if constexpr (kVarlen) {
       h = r / a.total_q, i = r % a.total_q;
-      int seq;
-      int64_t first, len;
-      if (!thd_seq_of_row(a.cu_q, static_cast<int>(a.batch), a.total_q, i, seq, first, len)) continue;
-      row = h * sq_pad + thd_pad_row0(seq, first) + i - first;
+      if (!thd_scratch_row(a, sq_pad, h, i, row)) continue;
     } else {
       i = r % a.seqlen_q;
       const int64_t bh = r / a.seqlen_q;
