@@ -22,10 +22,11 @@
 // kernels with the apply pass as one short-lived block per 128 x 2 vectors instead of a
 // resident grid-stride loop: forward 385.0 / 748.2 us against v06's 408.8 / 801.0, backward
 // 619.3 / 1241.2 against 677.2 / 1406.6 (bf16 / f32); from Python the backward went from 0.93x /
-// 0.87x torch.compile (v06, docs/results/bench-torch.json) to 1.02x / 0.99x. v06 stays listed
-// after it (v07 runs everything v06 does).
+// 0.87x torch.compile (v06, docs/results/bench-torch.json) to 1.02x / 0.99x. v07 runs everything
+// v06 does, so v06 is now ladder-only.
 //
-// Operands at different phases are not yet measured. Ladder-only: v01_three_pass (scalar access,
+// Operands at different phases are not yet measured. Ladder-only: v06_split_row_grid (above),
+// v01_three_pass (scalar access,
 // 47.6% / 66.3% of copy forward at 16384x8192), v03_online (94.7%
 // bf16 forward but 87.7% f32 forward and 79.7% f32 backward at 16384x8192) and v05_pipelined_rows
 // (80.4% / 85.8% forward at 16384x8192, below v02).
@@ -47,14 +48,11 @@ std::vector<Route> softmax_dispatch(const SoftmaxProblem& p) {
   else if (p.cols <= kClusterBlocks * block_row)
     routes.push_back({"v04_split_row_cluster", "the row fits in the registers of a 16-block cluster: read once "
                                                "(v06 reads it twice)"});
-  else {
-    routes.push_back({"v07_oneshot_apply", "v06's split rows with the apply pass in one-shot 128 x 2 blocks: 66.1% / "
-                                           "68.0% of copy forward, 61.6% / 61.5% backward at 4x2^26 against v06's "
-                                           "62.2% / 63.5% and 56.3% / 54.2% (bf16 / f32; H200, 2026-12-04)"});
-    routes.push_back({"v06_split_row_grid", "rows longer than a cluster holds, split over every SM: 61.6% / 62.4% of "
-                                            "copy forward at 4x2^26 against v04's 28.1% / 31.3% (bf16 / f32; H200, "
-                                            "2026-11-29)"});
-  }
+  else
+    routes.push_back({"v07_oneshot_apply", "rows longer than a cluster holds, split over every SM, the apply pass in "
+                                           "one-shot 128 x 2 blocks: 66.1% / 68.0% of copy forward, 61.6% / 61.5% "
+                                           "backward at 4x2^26 against v06's 62.2% / 63.5% and 56.3% / 54.2% and "
+                                           "v04's 28.1% / 31.3% forward (bf16 / f32; H200, 2026-12-04 and 11-29)"});
   return routes;
 }
 

@@ -23,10 +23,9 @@
 // with NaN or +inf gives NaN, an all -inf row NaN, -inf elements of a finite row 0; a chunk
 // of -inf alone contributes (-inf, 0), neutral in the merge.
 // Adds over v04: the whole GPU for a handful of rows, no cluster limit.
-// Dispatch (softmax/dispatch.cpp): rows longer than a 16-block v04 cluster holds on chip
-// (16 x 512 x 32 elements; backward f32 16 x 512 x 16). Rows a cluster holds are v04's (read
-// once, here twice); longer rows are read twice by every rung, and this one spreads them over
-// every SM.
+// Ladder-only since 2026-12-04: v07_oneshot_apply runs these kernels with a faster apply pass
+// and serves the rows longer than a 16-block v04 cluster holds on chip (16 x 512 x 32 elements;
+// backward f32 16 x 512 x 16), which are read twice by every rung.
 // Any alignment: when the operands' rows start at different 16-byte phases (kAny), the partial
 // kernel splits at x's (y's) phase and the apply kernel at the output's, each reading the other
 // operands with load_vec_any; chunks index a row's whole vectors either way (at most cols / kV).
@@ -250,7 +249,7 @@ void softmax_v06_launch(const SoftmaxArgs& a, cudaStream_t stream) {
 
 HK_REGISTER_VARIANT(SoftmaxProblem, SoftmaxArgs, "softmax", "v06_split_row_grid",
                     "rows split into chunks over the whole grid: partial (max, sum) pairs, finalize, apply; any alignment (peeled)", 90,
-                    kFlagProduction, nullptr, softmax_v06_launch);
+                    0, nullptr, softmax_v06_launch);
 
 }  // namespace hk::softmax_v06_split_row_grid
 

@@ -24,8 +24,8 @@
 // against v02's 143.3 / 279.9 and cuBLAS's 283.9 / 335.4. From Python (`python -m
 // hopperkit.bench`, the same day) the forward ran 0.94x torch.compile in bf16 (71.9 / 67.8 us)
 // and 1.02x in f32, the backward 1.23x / 1.02x (docs/weighted_sum.md says where the forward's
-// bf16 gap comes from, as far as it is known). v03 stays listed after v04, which takes every
-// problem the dispatch offers it.
+// bf16 gap comes from, as far as it is known). v04 takes every problem v03 could be offered,
+// so v03 is now ladder-only.
 //
 // v02's forward is a block per row with nothing in flight across its reductions: fine in f32
 // (104.0% at 16384x8192) but 34.6% in bf16 there, where cuBLAS's GEMV reads at 96.6%. So a
@@ -33,7 +33,7 @@
 // or too long for v03's registers, where v02's split-row kernel wins (93.1% vs 59.7% at 4x2^26).
 // Unaligned operands (x's rows, dx's rows or w not 16-byte aligned) go to cuBLAS, then to v02's
 // kAny kernels (each 16-byte access in the widest pieces its address allows), which also run
-// sizes past cuBLAS's int dimensions. v01_partial_buffer is ladder-only.
+// sizes past cuBLAS's int dimensions. v01_partial_buffer and v03_pipelined_rows are ladder-only.
 #include "common/rows.hpp"
 #include "weighted_sum/weighted_sum_op.hpp"
 
@@ -62,9 +62,6 @@ std::vector<Route> weighted_sum_dispatch(const WeightedSumProblem& p) {
     routes.push_back({"v04_oneshot_rows", "a short-lived 512-thread block per row, w through L1, 32 registers: 97.3% / "
                                           "105.3% of copy at 16384x8192 (bf16 / f32; H200, 2026-12-04) against v03's "
                                           "95.1% / 102.2% and cuBLAS's 96.2% / 83.7%"});
-  if (pipelined_rows::suits(esize, p.rows, p.dim))
-    routes.push_back({"v03_pipelined_rows", "w in registers, the next row in flight: 95.8% / 103.3% of copy at "
-                                            "16384x8192 (bf16 / f32; H200, 2026-11-29)"});
   const bool few_or_long_rows = p.rows < pipelined_rows::kMinRows ||
                                 p.dim * esize > int64_t(pipelined_rows::kThreads) * pipelined_rows::kMaxPer * 16;
   const bool v02_first = p.dtype == DType::kF32 || few_or_long_rows;

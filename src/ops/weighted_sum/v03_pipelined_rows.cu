@@ -1,7 +1,7 @@
 // weighted_sum/v03_pipelined_rows.cu
 //
-// Rung 3 (forward; production for >= 512 rows of 129..2048 whole 16-byte vectors until
-// v04_oneshot_rows took them, 2026-12-04; listed after it): a block of 256 threads owns whole
+// Rung 3 (forward; ladder-only since v04_oneshot_rows took its shapes, 2026-12-04, at 97.3% /
+// 105.3% of copy against this rung's 95.1% / 102.2%): a block of 256 threads owns whole
 // rows, grid-stride over a resident grid. Each thread owns the same kPer
 // 16-byte column vectors of every row (vectors tid, tid + 256, ...), so:
 //  - its slice of w is loaded once into registers and never reloaded (v02 re-read w from L1
@@ -111,6 +111,6 @@ std::string weighted_sum_v03_supports(const WeightedSumProblem& p) {
 
 HK_REGISTER_VARIANT(WeightedSumProblem, WeightedSumArgs, "weighted_sum", "v03_pipelined_rows",
                     "forward: w slice in registers, next row's loads in flight across the row reduction", 90,
-                    kFlagProduction, weighted_sum_v03_supports, weighted_sum_v03_launch);
+                    0, weighted_sum_v03_supports, weighted_sum_v03_launch);
 
 }  // namespace hk::weighted_sum_v03_pipelined_rows
