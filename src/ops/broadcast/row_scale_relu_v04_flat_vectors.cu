@@ -17,7 +17,7 @@
 // (97.3% / 96.8%); 253.4 / 503.4 us at 4x2^26 (100.4% / 101.1%) against 260.3 / 527.1 (97.7% /
 // 96.5%). From Python (`python -m hopperkit.bench`, the same day) 1.00x / 1.00x torch.compile at
 // 16384x8192 and 0.99x / 1.00x at 4x2^26. One vector per thread (128 x 1, Triton's 1024-element
-// block in bf16; registered for that sweep and then deleted) was within 1% either way: 255.4 /
+// block in bf16; measured beside it and then deleted) was within 1% either way: 255.4 /
 // 498.6 us in f32 at the two shapes.
 // Needs: forward; 16-byte aligned row starts of x and z (bases and row strides); N0 a multiple
 // of 16 bytes (whole vectors: no tail code); fewer than 2^32 vectors (32-bit indices).

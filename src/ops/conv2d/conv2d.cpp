@@ -205,8 +205,8 @@ Tolerance Conv2dProblem::tolerance(int) const {
   // weight: 262,143 at 511 x 513) drifts by ~u sqrt(L) of its partial sums' size: measured
   // 4.8e-5 of |dw| = 773 there (H200, 2026-12-03), hence the relative term 4 u sqrt(L). Where the
   // terms' signs are random the partial sums wander to ~sqrt(L) whatever the final value, so the
-  // drift is ~u L / 2 absolute: 0.011 on a dw of 1.41 at that L (H200, 2026-12-04, one draw in
-  // the Python variant sweep), past the sqrt(L) floor's 0.0102; hence the absolute term 2 u L.
+  // drift is ~u L / 2 absolute: 0.011 on a dw of 1.41 at that L (H200, 2026-12-04, one draw of
+  // the Python variant tests), past the sqrt(L) floor's 0.0102; hence the absolute term 2 u L.
   const int64_t length = std::max<int64_t>(reduction_length(), 1);
   const double root = std::sqrt(double(length));
   const double bias_ulps = has_bias ? 1.0 : 0.0;

@@ -20,8 +20,8 @@
 // us (61.6% / 61.5%) against 677.2 / 1406.6 (56.3% / 54.2%). From Python
 // (`python -m hopperkit.bench --op softmax_backward --problem 4x67108864 --samples 20`, the same
 // day) the backward ran 1.02x / 0.99x torch.compile (629.8 / 1251.9 us against 641.9 / 1242.5).
-// One-shot blocks of 256 x 4 (v06's own apply kernel, one block per 1024 vectors; registered for
-// that sweep and then deleted) sat between the two: forward 393.8 / 767.8, backward 624.0 /
+// One-shot blocks of 256 x 4 (v06's own apply kernel, one block per 1024 vectors; measured beside
+// it and then deleted) sat between the two: forward 393.8 / 767.8, backward 624.0 /
 // 1250.0 us.
 // Needs: nothing beyond the op contract (any rows, columns and alignment, as v06).
 // Run:   hk bench softmax --variant 'v0[67]*' --shape 4x67108864 --dtype bf16,f32

@@ -19,7 +19,7 @@
 // --budget-ms 400 --variant 'public,v02*,v03*,v04*,v05*' --shape 16384x8192 --dtype bf16,f32`):
 // 65.4 / 120.8 us, 97.3% / 105.3% of copy, against v03's 66.8 / 124.5 us (95.1% / 102.2%) and
 // cuBLAS's 66.1 / 152.0 us (96.2% / 83.7%). 256-thread blocks (4 / 8 vectors per thread at D
-// 8192, registered for that sweep and then deleted) ran 65.2 / 123.6 us: level in bf16, 2.3%
+// 8192, measured beside it and then deleted) ran 65.2 / 123.6 us: level in bf16, 2.3%
 // slower in f32.
 // Needs: forward; 16-byte aligned row starts (base address and row stride) and w. Any D: the
 // whole 16-byte vectors as above, the partial last vector element by element (threads
