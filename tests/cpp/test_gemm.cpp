@@ -544,6 +544,28 @@ TEST(GemmWgmmaDescriptor, Swizzle128BMatchesTheTmaPattern) {
   }
 }
 
+TEST(GemmWgmmaDescriptor, NarrowSwizzles) {
+  // 64-byte swizzle: mode 2 in bits 62-63; 32-byte: mode 3; the other fields as for 128 bytes.
+  const uint64_t d64 = hk::ptx::make_smem_desc_sw64(0x12400, 8192, 512);
+  EXPECT_EQ(d64, uint64_t(0x1240) | uint64_t(512) << 16 | uint64_t(32) << 32 | uint64_t(2) << 62);
+  const uint64_t d32 = hk::ptx::make_smem_desc_sw32(0x12400, 16, 256);
+  EXPECT_EQ(d32, uint64_t(0x1240) | uint64_t(1) << 16 | uint64_t(16) << 32 | uint64_t(3) << 62);
+  EXPECT_EQ(hk::ptx::make_smem_desc_swizzled(0x12400, 8192, 1024, 128), hk::ptx::make_smem_desc_sw128(0x12400, 8192, 1024));
+  // The offsets are CuTe's Swizzle<B, 4, 3> (byte bits [4, 4 + B) ^= bits [7, 7 + B)) of the
+  // dense row-major offset: B = 2 for 64-byte rows, 1 for 32-byte rows, 3 for 128-byte rows.
+  auto sw = [](uint32_t a, uint32_t b) { return a ^ ((a >> 3) & (((1u << b) - 1) << 4)); };
+  for (uint32_t r = 0; r < 32; ++r)
+    for (uint32_t c = 0; c < 128; ++c) {
+      if (c < 32) {
+        EXPECT_EQ(hk::ptx::swizzle_32b_offset(r, c), sw(r * 32 + c, 1)) << r << " " << c;
+      }
+      if (c < 64) {
+        EXPECT_EQ(hk::ptx::swizzle_64b_offset(r, c), sw(r * 64 + c, 2)) << r << " " << c;
+      }
+      EXPECT_EQ(hk::ptx::swizzle_128b_offset(r, c), sw(r * 128 + c, 3)) << r << " " << c;
+    }
+}
+
 TEST(GemmTileScheduler, CoversEveryTileOnceInGroupedOrder) {
   for (int cluster : {1, 2})
     for (int64_t group : {1, 3, 8})

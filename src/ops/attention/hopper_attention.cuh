@@ -13,6 +13,10 @@
 //               accumulator fragment is, pair for
 //               pair, the A-operand fragment, so P never touches shared memory — and V read
 //               MN-major (D contiguous) through the instruction's transpose bit.
+// Narrow head dims (D <= 16, D <= 32) run on 16- and 32-column tiles: one column chunk of 32- or
+// 64-byte rows, written by TMA with the 32- or 64-byte swizzle and read through descriptors of that
+// mode (Cfg::desc): QK^T takes one or two k16 steps, PV is m64n16k16 / m64n32k16. (Compile-checked
+// only so far: the first GPU run must pass the D = 16 / 32 / 8 / 24 problems of the sweep.)
 // A consumer releases a K slot as soon as its S is computed and a V slot once its PV retired.
 // On a persistent grid (v09) the producer claims tiles from a global counter and hands each to
 // the consumers with its Q (the tile in a shared-memory slot written before Q's barrier arrival).
@@ -60,7 +64,18 @@ struct Cfg : P {
   // and V (32 KiB each) then take 192 KiB of shared memory (128 keys would need 320).
   static constexpr int kBlockN = kD <= 128 ? 128 : 64;
   static constexpr int kStages = 2;
-  static constexpr int kChunks = kD / 64;  // 128-byte (64-element) column chunks per row: TMA boxes
+  // Shared-memory rows: 128 bytes (64 columns, 128-byte swizzle) per column chunk for D >= 64;
+  // the 16- and 32-column tiles keep one chunk of 32- or 64-byte rows under the 32- or 64-byte
+  // swizzle (TMA writes the same pattern, the wgmma descriptors say which: ptx/smem_desc.hpp).
+  static_assert(kD == 16 || kD == 32 || kD == 64 || kD == 128 || kD == 256, "16-, 32-, 64-, 128-, 256-column tiles");
+  static constexpr int kRowBytes = kD < 64 ? kD * 2 : 128;  // = the swizzle width
+  static constexpr int kChunkCols = kRowBytes / 2;         // columns per chunk: a TMA box's width
+  static constexpr int kChunks = kD / kChunkCols;          // column chunks per row: TMA boxes
+  static constexpr int kKSteps = kRowBytes / 32;           // k16 steps along one chunk's row
+  // Descriptor of a tile of kRowBytes-wide rows, swizzled as TMA wrote it.
+  HK_HOST_DEVICE static constexpr uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return ptx::make_smem_desc_swizzled(addr, lbo, sbo, kRowBytes);
+  }
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kTileBytes = kBlockN * kD * 2;  // one K or V slot
   static constexpr int kThreads = 384;
@@ -147,9 +162,54 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16_tb(float (&d)[64], const uin
 }
 
 
+// d (+)= A B for one m64n16k16 / m64n32k16 step, A from registers, B an MN-major shared-memory tile
+// (the 16- and 32-column tiles' PV: N = D). The A fragment does not depend on N.
+template <class T>
+__device__ __forceinline__ void wgmma_rs_m64n16k16_tb(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b,
+                                                      int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+}
+template <class T>
+__device__ __forceinline__ void wgmma_rs_m64n32k16_tb(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b,
+                                                      int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %21, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %21, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+}
+
 template <class T, int kD>
 __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 2], const uint32_t (&a)[4], uint64_t desc_b) {
-  if constexpr (kD == 64) wgmma_rs_m64n64k16_tb<T>(o, a, desc_b, 1);
+  if constexpr (kD == 16) wgmma_rs_m64n16k16_tb<T>(o, a, desc_b, 1);
+  else if constexpr (kD == 32) wgmma_rs_m64n32k16_tb<T>(o, a, desc_b, 1);
+  else if constexpr (kD == 64) wgmma_rs_m64n64k16_tb<T>(o, a, desc_b, 1);
   else wgmma_rs_m64n128k16_tb<T>(o, a, desc_b, 1);
 }
 
@@ -291,32 +351,39 @@ __device__ __forceinline__ void scale_rows(float (&o)[kD / 2], const float (&sca
     for (int h = 0; h < 2; ++h) o[4 * j + 2 * h] *= scale_o[h], o[4 * j + 2 * h + 1] *= scale_o[h];
 }
 
-// S = Q K^T: K-major operands; a k16 step is 32 bytes along a 128-byte swizzled row, a 64-wide D
-// chunk is a tile's chunk apart.
+// S = Q K^T: K-major operands; a k16 step is 32 bytes along a swizzled row (128 bytes: four steps
+// a chunk; the 32- and 16-column tiles' 64- and 32-byte rows: two and one), a column chunk is a
+// tile's chunk apart; 8-row groups are 8 rows apart (SBO).
 template <class T, class C>
 __device__ __forceinline__ void issue_qk(float (&s)[C::kBlockN / 2], uint32_t q_addr, uint32_t k_addr) {
+  constexpr int kSteps = C::kKSteps;
+  constexpr uint32_t kRow = C::kRowBytes;
+  // LBO is unused by swizzled K-major layouts: the narrow tiles set CuTe's 1 (16 bytes); the
+  // 128-byte tiles keep the 0 they were validated with.
+  constexpr uint32_t kLbo = kRow == 128 ? 0 : 16;
 #pragma unroll
   for (int kk = 0; kk < C::kD / 16; ++kk) {
-    const uint64_t da = ptx::make_smem_desc_sw128(q_addr + (kk / 4) * C::kBlockM * 128 + (kk % 4) * 32, 0, 1024);
-    const uint64_t db = ptx::make_smem_desc_sw128(k_addr + (kk / 4) * C::kBlockN * 128 + (kk % 4) * 32, 0, 1024);
+    const uint64_t da = C::desc(q_addr + (kk / kSteps) * C::kBlockM * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);
+    const uint64_t db = C::desc(k_addr + (kk / kSteps) * C::kBlockN * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);
     if constexpr (C::kBlockN == 128) ptx::wgmma_m64n128k16<T, false, false>(s, da, db, kk > 0);
     else ptx::wgmma_m64n64k16<T, false, false>(s, da, db, kk > 0);
   }
 }
 
-// O += P V: V is MN-major (D contiguous); a k16 step is 16 rows = 2048 bytes, 64-wide D chunks
-// are a tile's chunk apart (the descriptor's leading byte offset). The 256-column tile takes two
+// O += P V: V is MN-major (D contiguous); a k16 step is 16 rows (2048 bytes of 128-byte rows; 1024
+// and 512 on the 32- and 16-column tiles, whose N = D is one swizzle width: LBO unused), column
+// chunks are a tile's chunk apart (the descriptor's leading byte offset), 8-row groups 8 rows (SBO). The 256-column tile takes two
 // m64n128 MMAs per step, one per column half (chunks 0-1 and 2-3): O's first 64 accumulator
 // registers are columns 0-127, the next 64 columns 128-255.
 template <class T, class C>
 __device__ __forceinline__ void issue_pv(float (&o)[C::kD / 2], const uint32_t (&pa)[C::kBlockN / 16][4],
                                          uint32_t v_addr) {
-  constexpr uint32_t kChunkBytes = C::kBlockN * 128;
+  constexpr uint32_t kRow = C::kRowBytes, kChunkBytes = C::kBlockN * kRow;
 #pragma unroll
   for (int kk = 0; kk < C::kBlockN / 16; ++kk) {
-    const uint32_t a = v_addr + kk * 2048;
+    const uint32_t a = v_addr + kk * 16 * kRow;
     if constexpr (C::kD <= 128) {
-      wgmma_pv<T, C::kD>(o, pa[kk], ptx::make_smem_desc_sw128(a, kChunkBytes, 1024));
+      wgmma_pv<T, C::kD>(o, pa[kk], C::desc(a, kChunkBytes, 8 * kRow));
     } else {
       static_assert(C::kD == 256, "64-, 128- and 256-column tiles");
       wgmma_pv<T, 128>(*reinterpret_cast<float(*)[64]>(&o[0]), pa[kk], ptx::make_smem_desc_sw128(a, kChunkBytes, 1024));
@@ -450,20 +517,21 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::mbar_arrive_expect_tx(q_full, C::kQBytes);
 #pragma unroll
         for (int c = 0; c < C::kChunks; ++c)
-          tma_load_4d(s_q + c * C::kBlockM * 128, &map_q, 64 * c, w.q0 + w.m0, w.hq, w.tma_b, q_full);
+          tma_load_4d(s_q + c * C::kBlockM * C::kRowBytes, &map_q, C::kChunkCols * c, w.q0 + w.m0, w.hq, w.tma_b,
+                      q_full);
         for (int n = w.n_lo; n < w.n_hi; ++n, ++st) {
           kring.producer_acquire(st);
           kring.producer_expect_tx(st, C::kTileBytes);
 #pragma unroll
           for (int c = 0; c < C::kChunks; ++c)
-            tma_load_4d(s_k + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_k, 64 * c, w.k0 + n * kBlockN, hkv,
-                        w.tma_b, kring.full_barrier(st));
+            tma_load_4d(s_k + st.stage() * C::kTileBytes + c * kBlockN * C::kRowBytes, &map_k, C::kChunkCols * c,
+                        w.k0 + n * kBlockN, hkv, w.tma_b, kring.full_barrier(st));
           vring.producer_acquire(st);
           vring.producer_expect_tx(st, C::kTileBytes);
 #pragma unroll
           for (int c = 0; c < C::kChunks; ++c)
-            tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * 128, &map_v, 64 * c, w.k0 + n * kBlockN, hkv,
-                        w.tma_b, vring.full_barrier(st));
+            tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * C::kRowBytes, &map_v, C::kChunkCols * c,
+                        w.k0 + n * kBlockN, hkv, w.tma_b, vring.full_barrier(st));
         }
         ++it;
       }
@@ -489,7 +557,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int cw = wg - 1;  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int key_lane = 2 * (lane % 4);
-  const uint32_t q_addr = smem_u32(s_q) + cw * 64 * 128;
+  const uint32_t q_addr = smem_u32(s_q) + cw * 64 * C::kRowBytes;
   auto k_addr = [&](const PipelineState<kStages>& st) { return smem_u32(s_k + st.stage() * C::kTileBytes); };
   auto v_addr = [&](const PipelineState<kStages>& st) { return smem_u32(s_v + st.stage() * C::kTileBytes); };
   PipelineState<kStages> st;
@@ -657,23 +725,27 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
 }
 
-// A rank-4 (D, S, H, B) map of a [B, S, H, D]-indexed operand with 128-byte (64-element) boxes of
-// `rows` rows. Strides of extent-1 dims are not used by TMA but must be legal: the span below.
+// A rank-4 (D, S, H, B) map of a [B, S, H, D]-indexed operand with boxes of `rows` rows and
+// `cols` columns (64: 128-byte rows under the 128-byte swizzle; 32 and 16, the narrow tiles' 64-
+// and 32-byte rows under the 64- and 32-byte swizzles, a box as wide as its swizzle). Strides of
+// extent-1 dims are not used by TMA but must be legal: the span below.
 // A box's columns past D (D < the kernel's kD) come back as zeros: TMA fills what lies out of
 // bounds with zeros and still counts the whole box in the barrier's transaction bytes.
 inline CUtensorMap operand_map(const void* base, DType dt, int64_t s, int64_t h, int64_t bsz, int64_t d, const AttnStrides& st,
-                        uint32_t rows) {
+                        uint32_t rows, uint32_t cols = 64) {
   const uint64_t dims[4] = {uint64_t(d), uint64_t(s), uint64_t(h), uint64_t(bsz)};
   uint64_t stride_s = uint64_t(st.s) * 2, stride_h = uint64_t(st.h) * 2, stride_b = uint64_t(st.b) * 2;
   if (s == 1) stride_s = uint64_t(d) * 2 > 16 ? ceil_div(d * 2, 16) * 16 : 16;
   if (h == 1) stride_h = stride_s * uint64_t(s);
   if (bsz == 1) stride_b = stride_h * uint64_t(h);
   const uint64_t strides[3] = {stride_s, stride_h, stride_b};
-  const uint32_t box[4] = {64, rows, 1, 1}, unit[4] = {1, 1, 1, 1};
+  const uint32_t box[4] = {cols, rows, 1, 1}, unit[4] = {1, 1, 1, 1};
+  const CUtensorMapSwizzle swizzle =
+      cols == 16 ? CU_TENSOR_MAP_SWIZZLE_32B : cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
   CUtensorMap map{};
   const CUresult r = ptx::encode_tiled(
       &map, dt == DType::kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4u,
-      const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     HK_THROW(kCuda, "attention: cuTensorMapEncodeTiled failed (CUresult ", int(r), ") for [", bsz, ", ", s, ", ",
@@ -706,9 +778,9 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name,
   // thd: maps over the packed [total, H, D] tensors, one batch
   const bool thd = a.cu_q != nullptr;
   const int64_t rq = thd ? a.total_q : a.seqlen_q, rk = thd ? a.total_k : a.seqlen_k, nb = thd ? 1 : a.batch;
-  const CUtensorMap mq = operand_map(a.q, a.dtype, rq, a.heads_q, nb, a.head_dim, a.sq, C::kBlockM);
-  const CUtensorMap mk = operand_map(a.k, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sk, C::kBlockN);
-  const CUtensorMap mv = operand_map(a.v, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sv, C::kBlockN);
+  const CUtensorMap mq = operand_map(a.q, a.dtype, rq, a.heads_q, nb, a.head_dim, a.sq, C::kBlockM, C::kChunkCols);
+  const CUtensorMap mk = operand_map(a.k, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sk, C::kBlockN, C::kChunkCols);
+  const CUtensorMap mv = operand_map(a.v, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sv, C::kBlockN, C::kChunkCols);
   using Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const FwdParams);
   Kernel kernel = a.softcap > 0.f ? attention_hopper_kernel<T, C, true, false> : attention_hopper_kernel<T, C, false, false>;
   if constexpr (thd_rung<P>()) {
@@ -746,21 +818,28 @@ struct V06Policy {
 #define HK_ATTN_INSTANCES(extern_, P, D)                                                                     \
   extern_ template void launch_typed<__nv_bfloat16, D, P>(const AttentionArgs&, cudaStream_t, const char*, bool); \
   extern_ template void launch_typed<__half, D, P>(const AttentionArgs&, cudaStream_t, const char*, bool);
+HK_ATTN_INSTANCES(extern, V05Policy, 16)
+HK_ATTN_INSTANCES(extern, V05Policy, 32)
 HK_ATTN_INSTANCES(extern, V05Policy, 64)
 HK_ATTN_INSTANCES(extern, V05Policy, 128)
 HK_ATTN_INSTANCES(extern, V05Policy, 256)
+HK_ATTN_INSTANCES(extern, V06Policy, 16)
+HK_ATTN_INSTANCES(extern, V06Policy, 32)
 HK_ATTN_INSTANCES(extern, V06Policy, 64)
 HK_ATTN_INSTANCES(extern, V06Policy, 128)
 HK_ATTN_INSTANCES(extern, V06Policy, 256)
 
-// Launches the kernel of policy P for a's dtype and head dim: the 64-column tile for D <= 64, the
-// 128-column one up to 128, the 256-column one above (columns past D are zeros: D = 80 does 128
-// columns' tensor work, D = 192 256 columns').
+// Launches the kernel of policy P for a's dtype and head dim: the 16-column tile for D <= 16 (32-byte
+// rows, 32-byte swizzle), the 32-column one up to 32 (64-byte rows and swizzle), the 64-column tile
+// up to 64, the 128-column one up to 128, the 256-column one above (columns past D are zeros:
+// D = 80 does 128 columns' tensor work, D = 192 256 columns', D = 24 32 columns').
 template <class P>
 void launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream, const char* name, bool persistent = false) {
   auto with_d = [&](auto t) {
     using T = decltype(t);
-    if (a.head_dim <= 64) launch_typed<T, 64, P>(a, stream, name, persistent);
+    if (a.head_dim <= 16) launch_typed<T, 16, P>(a, stream, name, persistent);
+    else if (a.head_dim <= 32) launch_typed<T, 32, P>(a, stream, name, persistent);
+    else if (a.head_dim <= 64) launch_typed<T, 64, P>(a, stream, name, persistent);
     else if (a.head_dim <= 128) launch_typed<T, 128, P>(a, stream, name, persistent);
     else launch_typed<T, 256, P>(a, stream, name, persistent);
   };
@@ -781,7 +860,7 @@ inline std::string hopper_attention_supports(const AttentionProblem& p, const ch
   }
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return r + " takes bf16 or f16";
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0)
-    return r + " is built for D a multiple of 8 up to 256 (64-, 128- and 256-column tiles), got D=" +
+    return r + " is built for D a multiple of 8 up to 256 (16-, 32-, 64-, 128- and 256-column tiles), got D=" +
            std::to_string(p.head_dim);
   if (p.seqlen_k < 1) return r + " needs Sk >= 1 (a TMA extent), got Sk=0";
   if (p.align_bytes < 16) return r + " needs 16-byte aligned operands (TMA)";

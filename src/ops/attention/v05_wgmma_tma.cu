@@ -12,7 +12,9 @@
 // Variable length (thd): the TMA maps span the packed [total, H, D] tensors; a CTA starts its
 // coordinates at its sequence's first packed row, masks keys past the sequence's end and stores
 // only the sequence's rows (the last tile's others belong to the next sequence).
-// Head dims: a multiple of 8 up to 256, on the 64-column tiles (D <= 64), the 128-column ones
+// Head dims: a multiple of 8 up to 256, on the 16- and 32-column tiles (D <= 16, D <= 32: 32- and
+// 64-byte rows under the 32- and 64-byte swizzles; compile-checked, not yet run on a GPU), the
+// 64-column tiles (D <= 64), the 128-column ones
 // (D <= 128) or the 256-column ones (64-key K/V tiles; compiled in v05_wgmma_tma_d256.cu); TMA
 // fills the columns past D with zeros and the epilogue stores D columns, so D = 80 costs D = 128's
 // tensor work and no copy.
@@ -43,6 +45,8 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v05_wgmma_tma
 }  // namespace hk::attention_v05_wgmma_tma
 
 namespace hk::attn_hopper {
+HK_ATTN_INSTANCES(, V05Policy, 16)
+HK_ATTN_INSTANCES(, V05Policy, 32)
 HK_ATTN_INSTANCES(, V05Policy, 64)
 HK_ATTN_INSTANCES(, V05Policy, 128)
 }  // namespace hk::attn_hopper

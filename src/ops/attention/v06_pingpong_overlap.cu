@@ -40,6 +40,8 @@ HK_REGISTER_VARIANT(AttentionProblem, AttentionArgs, "attention", "v06_pingpong_
 }  // namespace hk::attention_v06_pingpong_overlap
 
 namespace hk::attn_hopper {
+HK_ATTN_INSTANCES(, V06Policy, 16)
+HK_ATTN_INSTANCES(, V06Policy, 32)
 HK_ATTN_INSTANCES(, V06Policy, 64)
 HK_ATTN_INSTANCES(, V06Policy, 128)
 }  // namespace hk::attn_hopper
