@@ -988,8 +988,17 @@ class AttentionFamily final : public Family {
     // counter: 320 causal tiles at 64 columns (v05's kernel there), 240 at 128 (v06's)
     shapes.push_back({4, 640, 640, 16, 4, 64, true});
     shapes.push_back({2, 520, 600, 24, 8, 128, false});
+    // the 16- and 32-column tiles (D <= 16, D <= 32): several key blocks with a tail, GQA, D = 8 and
+    // 24 (columns past D zero-filled by TMA), a window with softcap, and more tiles than SMs
+    shapes.push_back({1, 300, 700, 4, 2, 16, false});
+    shapes.push_back({1, 300, 700, 4, 2, 32, true});
+    shapes.push_back({1, 129, 129, 2, 1, 8, false});
+    shapes.push_back({1, 129, 300, 2, 1, 24, true});
+    shapes.push_back({1, 300, 300, 2, 1, 16, false, 32, 8, 30.0});
+    shapes.push_back({4, 640, 640, 16, 4, 32, true});
     // f16
     for (TestShape t : std::vector<TestShape>{{2, 129, 129, 4, 2, 64, true}, {1, 300, 128, 2, 1, 128, false},
+                                              {1, 300, 200, 2, 1, 16, true}, {2, 129, 129, 4, 2, 32, false},
                                               {1, 129, 129, 2, 1, 7, true}, {1, 129, 129, 2, 1, 256, false}}) {
       t.dtype = DType::kF16;
       shapes.push_back(t);
@@ -1022,6 +1031,7 @@ class AttentionFamily final : public Family {
         {{113, 203}, {300, 1}, 2, 1, 128, true, -1, -1, 0, 0, 3},  // rows not 16-byte multiples
         {{300}, {300}, 2, 1, 64, true},
         {{0, 5}, {0, 9}, 2, 1, 32, false},
+        {{113, 0, 203}, {203, 5, 113}, 2, 1, 16, true},
         {{64, 1, 127}, {64, 1, 127}, 2, 1, 256, true},
         {{113, 203}, {113, 203}, 2, 2, 256, true},
     };

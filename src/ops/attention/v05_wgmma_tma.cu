@@ -13,8 +13,7 @@
 // coordinates at its sequence's first packed row, masks keys past the sequence's end and stores
 // only the sequence's rows (the last tile's others belong to the next sequence).
 // Head dims: a multiple of 8 up to 256, on the 16- and 32-column tiles (D <= 16, D <= 32: 32- and
-// 64-byte rows under the 32- and 64-byte swizzles; compile-checked, not yet run on a GPU), the
-// 64-column tiles (D <= 64), the 128-column ones
+// 64-byte rows under the 32- and 64-byte swizzles), the 64-column tiles (D <= 64), the 128-column ones
 // (D <= 128) or the 256-column ones (64-key K/V tiles; compiled in v05_wgmma_tma_d256.cu); TMA
 // fills the columns past D with zeros and the epilogue stores D columns, so D = 80 costs D = 128's
 // tensor work and no copy.
