@@ -34,6 +34,11 @@
 // torch.compile at 16384x8192, 0.99x / 1.00x at 4x2^26 (v03: 0.97x / 0.96x and 0.96x / 0.95x).
 // Unaligned rows and rows that are not whole vectors stay on v03, as does the backward.
 //
+// The outer ops' flat kernel reads x once per row of z, so it runs only while x stays in L2 (8
+// MiB at most, bcast::flat_outer_fits); a longer x takes the chunk-major items: at 4x2^26, 176.5 /
+// 352.2 us (bf16 / f32, 89.2% / 89.4% of copy) against the flat kernel's 251 / 504 from Python
+// (H200, 2026-12-04, docs/results/bench-broadcast-long-x.json).
+//
 // The peeled kernels are not yet measured. Ladder-only: the v01_naive rungs (one thread per
 // element, scalar access: 15-50% of copy at 16384x8192 unaligned) and row_scale_relu's
 // v02_vectorized (v03 matches or beats it everywhere; its backward at 4x2^26 measured 3.7% /
