@@ -69,6 +69,14 @@ std::vector<Shape> shapes() {
       {1, 200, 330, 4, 1, 128, true, -1, -1, 0, 0, f16},
       {2, 200, 330, 4, 1, 128, true, -1, -1, 0, 0, bf16, 8, L::kBHSD},   // padded rows, bhsd
       {1, 129, 257, 8, 2, 64, false, -1, -1, 0, 0, bf16, 24, L::kBSHD},  // padded rows
+      // the 16- and 32-column tiles: 32- and 64-byte rows, dQ tiles of D columns; D = 8 and 24
+      // with TMA's zero fill past D
+      {1, 400, 520, 4, 1, 16, true},                    // GQA 4:1, 7 query x 5 key blocks
+      {2, 333, 270, 8, 2, 32, false, 100, 20},          // window, Sq > Sk
+      {1, 256, 384, 2, 2, 16, false, -1, -1, 8.0, 0.5},  // softcap, large scores
+      {1, 300, 300, 4, 1, 32, true, -1, -1, 0, 0, f16},
+      {1, 129, 257, 8, 2, 24, false, -1, -1, 0, 0, bf16, 8, L::kBHSD},  // padded rows, bhsd
+      {1, 200, 330, 2, 1, 8, true},
       // the 256-column tile: 64 keys per CTA, dK / dV / dQ columns split between the warpgroups
       {1, 400, 520, 4, 1, 256, true},                           // GQA 4:1, 7 query x 9 key blocks
       {2, 333, 270, 8, 2, 256, false, 100, 20},                 // window, Sq > Sk
@@ -195,7 +203,8 @@ TEST(AttentionV07, DeterministicIsBitwiseRepeatable) {
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
   for (const Shape& s : {Shape{2, 520, 520, 8, 2, 64, true}, Shape{1, 450, 700, 8, 2, 128, false},
                          Shape{1, 100, 500, 4, 1, 64, false, 10, -1}, Shape{1, 450, 700, 8, 2, 256, true},
-                         Shape{2, 333, 270, 8, 2, 128, false, 100, 20}})
+                         Shape{2, 333, 270, 8, 2, 128, false, 100, 20}, Shape{2, 520, 520, 8, 2, 16, true},
+                         Shape{1, 450, 700, 8, 2, 32, false}})
   {
     auto p = make(s, true);
     hk::bench::Case c(p, 77);

@@ -1010,7 +1010,8 @@ class AttentionFamily final : public Family {
     }
     // deterministic backward on a few shapes (the dq accumulation without atomics)
     for (TestShape t : std::vector<TestShape>{{2, 300, 300, 8, 2, 64, true}, {1, 129, 257, 2, 1, 128, false},
-                                              {1, 200, 200, 2, 1, 37, false}, {2, 200, 333, 4, 2, 256, true}})
+                                              {1, 200, 200, 2, 1, 37, false}, {2, 200, 333, 4, 2, 256, true},
+                                              {2, 300, 300, 8, 2, 16, true}, {1, 129, 257, 2, 1, 32, false}})
       out.push_back(make(t, true, true));
     // variable length (thd): empty and one-row sequences, lengths around the 64/128-row tiles and
     // off them, Sq != Sk per sequence both ways (bottom-right aligned per sequence: a sequence
@@ -1046,6 +1047,7 @@ class AttentionFamily final : public Family {
     out.push_back(make_varlen({mix, mix, 4, 2, 128, true}, true, true));
     out.push_back(make_varlen({{64, 1, 127}, {64, 1, 127}, 2, 1, 256, true}, true, true));
     out.push_back(make_varlen({{1, 203, 37, 0, 130}, {203, 113, 0, 5, 130}, 2, 1, 37, true}, true, true));
+    out.push_back(make_varlen({{1, 203, 37, 0, 130}, {203, 113, 0, 5, 130}, 2, 1, 16, true}, true, true));
     return out;
   }
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {

@@ -36,6 +36,10 @@
 //      steady state. D <= 128 keeps the bulk reduction: one thread takes the turn, reduces, waits
 //      for the reduction to complete and passes the turn on.
 //   3. convert: dq = scale * accumulator, in dq's dtype and strides.
+// D = 16 and 32 run 16- and 32-column tiles (Cfg::kRowBytes: 32- and 64-byte rows under the 32-
+// and 64-byte swizzles, as the forward's): the products' D dimension is 16 or 32 instead of a
+// zero-filled 64 (m64n16k16 / m64n32k16 for dV, dK and dQ; one or two k16 steps for S^T and
+// dP^T), and dQ's tiles are 64 x D.
 // Variable length (thd): the same kernels over the packed tensors, as the forward does it: the
 // maps span [total, H, D], a CTA (key block n of sequence b) starts its coordinates at the
 // sequence's first packed rows and takes its lengths; the per-row scratch gives each sequence
@@ -78,7 +82,20 @@ struct Cfg {
   static constexpr int kCols = kSplitD ? kD / 2 : kD;  // dK / dV columns a warpgroup accumulates
   static constexpr int kBlockM = 64;   // query rows per step
   static constexpr int kStages = 2;
-  static constexpr int kChunks = kD / 64;  // 128-byte (64-element) column chunks: TMA boxes
+  // Shared-memory rows of K, V, Q and dO as in the forward (attn_hopper::Cfg): 128 bytes (64
+  // columns, 128-byte swizzle) per column chunk for D >= 64; D = 16 and 32 keep one chunk of 32-
+  // or 64-byte rows under the 32- or 64-byte swizzle.
+  static constexpr int kRowBytes = kD < 64 ? kD * 2 : 128;
+  static constexpr int kChunkCols = kRowBytes / 2;  // columns per chunk: a TMA box's width
+  static constexpr int kChunks = kD / kChunkCols;   // column chunks per row: TMA boxes
+  static constexpr int kKSteps = kRowBytes / 32;    // k16 steps along one chunk's row
+  // Descriptor of a tile of kRowBytes-wide rows, swizzled as TMA wrote it.
+  HK_HOST_DEVICE static constexpr uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return ptx::make_smem_desc_swizzled(addr, lbo, sbo, kRowBytes);
+  }
+  // LBO is unused by swizzled K-major layouts: the narrow tiles set CuTe's 1 (16 bytes), the
+  // 128-byte tiles the 0 they were validated with.
+  static constexpr uint32_t kKMajorLbo = kRowBytes == 128 ? 0 : 16;
   static constexpr int kKVBytes = kBlockN * kD * 2;     // K or V
   static constexpr int kQBytes = kBlockM * kD * 2;      // one slot of Q or dO
   static constexpr int kDsBytes = kBlockN * kBlockM * 2;  // one buffer of dS^T [key][query]
@@ -92,21 +109,24 @@ struct Cfg {
   static constexpr int kOffDs = kOffDo + kStages * kQBytes;
   static constexpr int kOffLse = kOffDs + 2 * kDsBytes;
   static constexpr int kOffDelta = kOffLse + kStages * kStatBytes;
-  // dQ by bulk reduction (D <= 128; D = 256 has no room): one 64 x 64 f32 tile per consumer
-  // warpgroup, in the accumulator fragment's order (see dq_tile_offset), added to global memory
-  // by one cp.reduce.async.bulk.
+  // dQ by bulk reduction (D <= 128; D = 256 has no room): one 64-row f32 tile per consumer
+  // warpgroup, 64 columns (D = 16, 32: D columns), in the accumulator fragment's order (see
+  // dq_tile_offset), added to global memory by one cp.reduce.async.bulk.
   static constexpr bool kBulkDq = !kSplitD;
-  static constexpr int kDqTileBytes = 64 * 64 * 4;
+  static constexpr int kTileCols = kD < 64 ? kD : 64;
+  static constexpr int kDqTileBytes = 64 * kTileCols * 4;
   static constexpr int kOffDq = kOffDelta + kStages * kStatBytes;
   static constexpr int kOffBar = kOffDq + (kBulkDq ? 2 * kDqTileBytes : 0);
   static constexpr int kBarrierBytes = PipelineRing<kStages>::kBarrierBytes + 8;  // the ring, K/V's barrier
   static constexpr int kSmemBytes = 1024 + kOffBar + kBarrierBytes;
   // Bytes one ring slot receives: Q and dO tiles (full boxes, zero-filled past Sq), lse, Delta.
   static constexpr uint32_t kSlotTx = 2 * kQBytes + 2 * kStatBytes;
-  // dQ: keys each warpgroup sums, and which 64-column chunks of D it owns (see the top).
-  static constexpr int kDqKeys = kD == 64 ? 64 : kBlockN;
+  // dQ: keys each warpgroup sums, and which 64-column chunks of D it owns (see the top); D <= 64:
+  // its own 64 keys, all of D.
+  static constexpr bool kOwnKeys = kD <= 64;
+  static constexpr int kDqKeys = kOwnKeys ? 64 : kBlockN;
   static constexpr int kDqChunks = kSplitD ? 2 : 1;
-  static_assert(kD == 64 || kD == 128 || kD == 256, "D = 64, 128 or 256");
+  static_assert(kD == 16 || kD == 32 || kD == 64 || kD == 128 || kD == 256, "D = 16, 32, 64, 128 or 256");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
   static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0, "swizzle atoms");
 };
@@ -149,13 +169,58 @@ __device__ __forceinline__ bool thd_scratch_row(const AttentionArgs& a, int64_t 
   return i >= first && i < first + len;
 }
 
-// dQ's accumulator with bulk reduction: tiles of 64 rows x 64 columns, [query block][kD / 64] (the
-// blocks as above), each in the order of a warpgroup's wgmma accumulator fragment, so that the
-// warpgroup writes it to shared memory with conflict-free 16-byte stores and adds it with one
-// contiguous bulk reduction: element 4j + 2h + c of thread t (row 16 (t / 32) + (t % 32) / 4 + 8h,
-// column 8j + 2(t % 4) + c) is float (128 j + t) * 4 + 2h + c of the tile.
+// dQ's accumulator with bulk reduction: tiles of 64 rows x 64 columns (D = 16, 32: 64 rows x D
+// columns), [query block][kD / 64] (the blocks as above), each in the order of a warpgroup's wgmma
+// accumulator fragment, so that the warpgroup writes it to shared memory with conflict-free
+// 16-byte stores and adds it with one contiguous bulk reduction: element 4j + 2h + c of thread t
+// (row 16 (t / 32) + (t % 32) / 4 + 8h, column 8j + 2(t % 4) + c) is float (128 j + t) * 4 + 2h + c
+// of the tile.
 __host__ __device__ __forceinline__ int64_t dq_tile_offset(int64_t block, int kd, int chunk) {
-  return (block * (kd / 64) + chunk) * 4096;
+  const int cols = kd < 64 ? kd : 64;
+  return (block * (kd / cols) + chunk) * 64 * cols;
+}
+
+// d (+)= A B for one m64nNk16 step of dQ = dS K, both operands MN-major in shared memory: N = 64
+// (a 64-column chunk of D), or N = D = 16 / 32 on the narrow tiles.
+template <class T, int kN>
+__device__ __forceinline__ void wgmma_dq(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kN == 64) {
+    ptx::wgmma_m64n64k16<T, true, true>(d, desc_a, desc_b, scale_d);
+  } else if constexpr (kN == 32) {
+    if constexpr (kBf16)
+      asm volatile(
+          "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
+          "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+          "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+            "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    else
+      asm volatile(
+          "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
+          "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+          "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+            "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    static_assert(kN == 16, "N = 16, 32 or 64");
+    if constexpr (kBf16)
+      asm volatile(
+          "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"
+          "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+          "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 1, 1;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    else
+      asm volatile(
+          "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"
+          "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+          "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 1, 1;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
 }
 
 // The visiting rule of attention_op.hpp (attn_q_first, attn_q_last, attn_bwd_query_blocks,
@@ -338,8 +403,8 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       ptx::mbar_arrive_expect_tx(kv_full, 2 * C::kKVBytes);
 #pragma unroll
       for (int c = 0; c < C::kChunks; ++c) {
-        tma_load_4d(s_k + c * kBlockN * 128, &map_k, 64 * c, k0 + n0, hkv, tma_b, kv_full);
-        tma_load_4d(s_v + c * kBlockN * 128, &map_v, 64 * c, k0 + n0, hkv, tma_b, kv_full);
+        tma_load_4d(s_k + c * kBlockN * C::kRowBytes, &map_k, C::kChunkCols * c, k0 + n0, hkv, tma_b, kv_full);
+        tma_load_4d(s_v + c * kBlockN * C::kRowBytes, &map_v, C::kChunkCols * c, k0 + n0, hkv, tma_b, kv_full);
       }
       PipelineState<kStages> st;
       for (int it = 0; it < iters; ++it, ++st) {
@@ -349,8 +414,10 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
         uint64_t* bar = ring.full_barrier(st);
 #pragma unroll
         for (int c = 0; c < C::kChunks; ++c) {
-          tma_load_4d(s_q + st.stage() * C::kQBytes + c * kBlockM * 128, &map_q, 64 * c, q0 + m0, hq, tma_b, bar);
-          tma_load_4d(s_do + st.stage() * C::kQBytes + c * kBlockM * 128, &map_do, 64 * c, q0 + m0, hq, tma_b, bar);
+          tma_load_4d(s_q + st.stage() * C::kQBytes + c * kBlockM * C::kRowBytes, &map_q, C::kChunkCols * c, q0 + m0,
+                      hq, tma_b, bar);
+          tma_load_4d(s_do + st.stage() * C::kQBytes + c * kBlockM * C::kRowBytes, &map_do, C::kChunkCols * c,
+                      q0 + m0, hq, tma_b, bar);
         }
         const int64_t row = qrow(hq, m0);
         ptx::bulk_load(s_lse + st.stage() * kBlockM, p.lse2 + row, C::kStatBytes, bar);
@@ -381,12 +448,13 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < C::kCols / 2; ++i) dk[i] = 0.f, dv[i] = 0.f;
   const uint32_t k_base = smem_u32(s_k), v_base = smem_u32(s_v);
-  const uint32_t k_addr = k_base + (C::kSplitD ? 0 : 64 * w * 128), v_addr = v_base + (C::kSplitD ? 0 : 64 * w * 128);
+  constexpr uint32_t kRow = C::kRowBytes;
+  const uint32_t k_addr = k_base + (C::kSplitD ? 0 : 64 * w * kRow), v_addr = v_base + (C::kSplitD ? 0 : 64 * w * kRow);
   // dK's and dV's columns: the warpgroup's 64-column chunks of Q and dO (kSplitD: 2 w and 2 w + 1).
   const uint32_t col_off = C::kSplitD ? 2 * w * kBlockM * 128 : 0;
   // dQ's operands: dS^T rows (keys) dq_key0 .., K's column chunks dq_chunk0 ...
-  const int dq_key0 = kD == 64 ? 64 * w : 0;
-  const int dq_chunk0 = kD == 64 ? 0 : (C::kSplitD ? 2 * w : w);
+  const int dq_key0 = C::kOwnKeys ? 64 * w : 0;
+  const int dq_chunk0 = C::kOwnKeys ? 0 : (C::kSplitD ? 2 * w : w);
   const int col = 2 * (lane % 4);
 
   // kDet: this warpgroup's counter for query block m of head hq, and the count at which the turn
@@ -397,8 +465,8 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
   auto turn_of = [&](int hq, int m, int& mine) {
     const int last = last_key_block<C>(p, m);
     const int rank = (last < int(gridDim.x) - 1 ? last : int(gridDim.x) - 1) - n_blk;
-    mine = kD == 64 ? 2 * rank + w : rank;
-    return p.dq_turn + qblock(hq, m) * 2 + (kD == 64 ? 0 : w);
+    mine = C::kOwnKeys ? 2 * rank + w : rank;
+    return p.dq_turn + qblock(hq, m) * 2 + (C::kOwnKeys ? 0 : w);
   };
   // kDet with bulk reductions (thread 0): iteration it's reduction complete, its turn passed on.
   // Called one iteration late, once the next block's S^T and dP^T are in the tensor cores, so
@@ -422,19 +490,22 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     float s[32], dp[32];
     ring.consumer_wait(st);
     ptx::wgmma_fence();
-    // S^T = K Q^T and dP^T = V dO^T: K-major operands; a k16 step is 32 bytes along a 128-byte
-    // swizzled row, a 64-wide D chunk a tile's chunk apart.
+    // S^T = K Q^T and dP^T = V dO^T: K-major operands; a k16 step is 32 bytes along a swizzled
+    // row (128 bytes: four steps a chunk; the narrow tiles' 64- and 32-byte rows: two and one),
+    // a 64-wide D chunk a tile's chunk apart, 8-row groups 8 rows apart (SBO).
+    constexpr int kSteps = C::kKSteps;
+    constexpr uint32_t kLbo = C::kKMajorLbo;
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint64_t da = ptx::make_smem_desc_sw128(k_addr + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 0, 1024);
-      const uint64_t db = ptx::make_smem_desc_sw128(q_addr + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 0, 1024);
+      const uint64_t da = C::desc(k_addr + (kk / kSteps) * kBlockN * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);
+      const uint64_t db = C::desc(q_addr + (kk / kSteps) * kBlockM * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);
       ptx::wgmma_m64n64k16<T, false, false>(s, da, db, kk > 0);
     }
     ptx::wgmma_commit_group();
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint64_t da = ptx::make_smem_desc_sw128(v_addr + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 0, 1024);
-      const uint64_t db = ptx::make_smem_desc_sw128(do_addr + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 0, 1024);
+      const uint64_t da = C::desc(v_addr + (kk / kSteps) * kBlockN * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);
+      const uint64_t db = C::desc(do_addr + (kk / kSteps) * kBlockM * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);
       ptx::wgmma_m64n64k16<T, false, false>(dp, da, db, kk > 0);
     }
     ptx::wgmma_commit_group();
@@ -486,41 +557,41 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
 
     // The tensor-core queue per block: dV += P^T dO, then (once the dS^T rows it reads are
     // written) dQ = dS K, then dK += dS^T Q; dQ's reductions run while dK is in the tensor
-    // cores. dO and Q are MN-major (D contiguous) B operands: a k16 step is 16 query rows =
-    // 2048 bytes, 64-wide D chunks a slot's chunk apart.
+    // cores. dO and Q are MN-major (D contiguous) B operands: a k16 step is 16 query rows (2048
+    // bytes of 128-byte rows), 64-wide D chunks a slot's chunk apart (LBO; unused by the narrow
+    // tiles, whose N = D is one swizzle width).
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       attn_hopper::wgmma_pv<T, C::kCols>(dv, pa[kk],
-                                         ptx::make_smem_desc_sw128(do_addr + col_off + kk * 2048, kBlockM * 128, 1024));
+                                         C::desc(do_addr + col_off + kk * 16 * kRow, kBlockM * kRow, 8 * kRow));
     ptx::wgmma_commit_group();
 
     // dQ over this warpgroup's keys and column chunks, once every dS^T row it reads is written
     // (D = 128 and 256: both warpgroups' rows, or warpgroup 0's; D = 64: its own). kDet: the
     // bulk reduction runs in turn (D <= 128); D = 256's per-thread adds take the turn before the
     // first chunk's adds and pass it after the last.
-    if constexpr (kD == 64) ptx::named_barrier_sync(2 + w, 128);
+    if constexpr (C::kOwnKeys) ptx::named_barrier_sync(2 + w, 128);
     else ptx::named_barrier_sync(1, 256);
     const uint32_t ds_addr = smem_u32(ds_buf);
 #pragma unroll
     for (int part = 0; part < C::kDqChunks; ++part) {
       const int dq_chunk = dq_chunk0 + part;
-      float dq[32];
+      float dq[C::kTileCols / 2];
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < C::kDqKeys / 16; ++kk) {
         const uint32_t key = dq_key0 + 16 * kk;
         const uint64_t da_ = ptx::make_smem_desc_sw128(ds_addr + key * 128, C::kDsBytes, 1024);
-        const uint64_t db_ =
-            ptx::make_smem_desc_sw128(k_base + dq_chunk * kBlockN * 128 + key * 128, kBlockN * 128, 1024);
-        ptx::wgmma_m64n64k16<T, true, true>(dq, da_, db_, kk > 0);
+        const uint64_t db_ = C::desc(k_base + dq_chunk * kBlockN * kRow + key * kRow, kBlockN * kRow, 8 * kRow);
+        wgmma_dq<T, C::kTileCols>(dq, da_, db_, kk > 0);
       }
       ptx::wgmma_commit_group();
       if (part == 0) {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          attn_hopper::wgmma_pv<T, C::kCols>(
-              dk, da[kk], ptx::make_smem_desc_sw128(q_addr + col_off + kk * 2048, kBlockM * 128, 1024));
+          attn_hopper::wgmma_pv<T, C::kCols>(dk, da[kk],
+                                             C::desc(q_addr + col_off + kk * 16 * kRow, kBlockM * kRow, 8 * kRow));
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<1>();  // dV and dQ's first chunk; dK still in flight
       } else {
@@ -531,11 +602,11 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
       if constexpr (C::kBulkDq) {
         // The tile into this warpgroup's buffer once its previous reduction has read it, then
         // one bulk reduction by one thread.
-        float* tile = s_dq + w * 4096;
+        float* tile = s_dq + w * (C::kDqTileBytes / 4);
         if (t == 0) ptx::bulk_wait_group_read<0>();
         ptx::named_barrier_sync(2 + w, 128);
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < C::kTileCols / 8; ++j)
           *reinterpret_cast<float4*>(tile + (128 * j + t) * 4) =
               make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
         ptx::fence_proxy_async_smem();
@@ -602,10 +673,10 @@ __global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     const int64_t row = k0 + j;
 #pragma unroll
     for (int jj = 0; jj < C::kCols / 8; ++jj) {
-      // D is a multiple of 8 above kD / 2 (the 64-column tile: any): a column pair is wholly in
-      // or out, and only the columns from kD / 2 on can be out
+      // D is a multiple of 8 above kD / 2 (the 64-column tile and narrower: any): a column pair is
+      // wholly in or out, and only the columns from kD / 2 on can be out
       const int c = (C::kSplitD ? 128 * w : 0) + 8 * jj;
-      if (c >= (kD == 64 ? 0 : kD / 2) && c >= p.head_dim) continue;
+      if (c >= (kD <= 64 ? 0 : kD / 2) && c >= p.head_dim) continue;
       *reinterpret_cast<uint32_t*>(dK + row * p.sdk.s + c + col) =
           pack2<T>(p.scale * dk[4 * jj + 2 * h], p.scale * dk[4 * jj + 2 * h + 1]);
       *reinterpret_cast<uint32_t*>(dV + row * p.sdv.s + c + col) = pack2<T>(dv[4 * jj + 2 * h], dv[4 * jj + 2 * h + 1]);
@@ -666,7 +737,7 @@ __global__ void __launch_bounds__(256) attention_v07_prep(const AttentionArgs a,
       const T* orow = attn::row_ptr(static_cast<const T*>(a.o), a.so, b, i, h);
       const T* drow = attn::row_ptr(static_cast<const T*>(a.dout), a.sdo, b, i, h);
 #pragma unroll
-      for (int c = 0; c < kD / 64; ++c)
+      for (int c = 0; c < (kD + 63) / 64; ++c)  // D = 16, 32: one step, the first D / 8 threads
         if (64 * c + 8 * sub < a.head_dim)
             x += dot8<T>(*reinterpret_cast<const uint4*>(orow + 64 * c + 8 * sub),
                        *reinterpret_cast<const uint4*>(drow + 64 * c + 8 * sub));
@@ -706,8 +777,9 @@ __global__ void __launch_bounds__(256) attention_v07_dq_convert(const AttentionA
     if (tiled) {
       // Row ii of the tile is thread 32 (ii / 16) + 4 (ii % 8) + q's half (ii % 16) / 8; columns
       // 8j + 2q, +1 are its element pair 4j + 2 half (+1), at float (128 j + thread) * 4 + 2 half.
-      const int ii = static_cast<int>(row % 64), j = (d % 64) / 8, half = (ii % 16) / 8;
-      const float* tile = dq_acc + dq_tile_offset(row / 64, kD, d / 64) + 512 * j + 2 * half;
+      constexpr int kCols = kD < 64 ? kD : 64;  // a tile's columns
+      const int ii = static_cast<int>(row % 64), j = (d % kCols) / 8, half = (ii % 16) / 8;
+      const float* tile = dq_acc + dq_tile_offset(row / 64, kD, d / kCols) + 512 * j + 2 * half;
       const int t0 = 32 * (ii / 16) + 4 * (ii % 8);
       const float2 v0 = *reinterpret_cast<const float2*>(tile + 4 * t0);
       const float2 v1 = *reinterpret_cast<const float2*>(tile + 4 * (t0 + 1));
@@ -780,10 +852,11 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
   // over the packed [total, H, D] tensors, one batch
   const int64_t d = a.head_dim, rq = thd ? a.total_q : a.seqlen_q, rk = thd ? a.total_k : a.seqlen_k;
   const int64_t nb = thd ? 1 : a.batch;
-  const CUtensorMap mq = attn_hopper::operand_map(a.q, a.dtype, rq, a.heads_q, nb, d, a.sq, C::kBlockM);
-  const CUtensorMap mk = attn_hopper::operand_map(a.k, a.dtype, rk, a.heads_kv, nb, d, a.sk, C::kBlockN);
-  const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, rk, a.heads_kv, nb, d, a.sv, C::kBlockN);
-  const CUtensorMap mdo = attn_hopper::operand_map(a.dout, a.dtype, rq, a.heads_q, nb, d, a.sdo, C::kBlockM);
+  const CUtensorMap mq = attn_hopper::operand_map(a.q, a.dtype, rq, a.heads_q, nb, d, a.sq, C::kBlockM, C::kChunkCols);
+  const CUtensorMap mk = attn_hopper::operand_map(a.k, a.dtype, rk, a.heads_kv, nb, d, a.sk, C::kBlockN, C::kChunkCols);
+  const CUtensorMap mv = attn_hopper::operand_map(a.v, a.dtype, rk, a.heads_kv, nb, d, a.sv, C::kBlockN, C::kChunkCols);
+  const CUtensorMap mdo =
+      attn_hopper::operand_map(a.dout, a.dtype, rq, a.heads_q, nb, d, a.sdo, C::kBlockM, C::kChunkCols);
   auto kernel = attention_v07_bwd_kernel<T, kD, false, false, kDet>;
   if (thd)
     kernel = a.softcap > 0.f ? attention_v07_bwd_kernel<T, kD, true, true, kDet>
@@ -807,13 +880,16 @@ void launch_bwd(const AttentionArgs& a, cudaStream_t stream) {
 // The deterministic backward (launch_bwd<T, kD, true> for a's dtype and D), defined in
 // v07_wgmma_backward_det.cu.
 void launch_bwd_deterministic(const AttentionArgs& a, cudaStream_t stream);
+// D <= 32 on the 16- and 32-column tiles, default or deterministic, defined in
+// v07_wgmma_backward_narrow.cu.
+void launch_bwd_narrow(const AttentionArgs& a, cudaStream_t stream);
 
 // What the kernels run ("" = all of p).
 inline std::string supports(const AttentionProblem& p) {
   if (!p.backward) return "backward only (the Hopper forward is v05_wgmma_tma)";
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "takes bf16 or f16";
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0)
-    return "built for D a multiple of 8 up to 256 (64-, 128- and 256-column tiles), got D=" +
+    return "built for D a multiple of 8 up to 256 (16-, 32-, 64-, 128- and 256-column tiles), got D=" +
            std::to_string(p.head_dim);
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 ||
       (p.is_varlen() && (p.total_q == 0 || p.total_k == 0)))

@@ -20,7 +20,9 @@
 // Measured (H200, 2026-12-02): 390 TFLOP/s at B4 S4096 H16 D128, 3.7x v04, with per-thread
 // reductions and the exponentials after dP; with the bulk reduction and the overlaps, 3.30 ms
 // against cuDNN's 2.96 ms (0.90x, ncu at fixed clocks, the same shape).
-// Head dims: a multiple of 8 up to 256, on the 64-column tiles (D <= 64), the 128-column ones
+// Head dims: a multiple of 8 up to 256, on the 16- and 32-column tiles (D <= 16, D <= 32: 32- and
+// 64-byte rows under the 32- and 64-byte swizzles; v07_wgmma_backward_narrow.cu), the 64-column
+// tiles (D <= 64), the 128-column ones
 // (D <= 128) or the 256-column ones (64 keys per CTA, both warpgroups computing S^T and dP^T and
 // each accumulating half of dK's, dV's and dQ's columns); TMA fills the columns past D with
 // zeros, so D = 80 costs D = 128's tensor work and no copy.
@@ -38,11 +40,12 @@ namespace hk::attention_v07_wgmma_backward {
 namespace {
 
 void attention_v07_launch(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.head_dim <= 32) return attn_hopper_bwd::launch_bwd_narrow(a, stream);  // v07_wgmma_backward_narrow.cu
   if (a.deterministic) return attn_hopper_bwd::launch_bwd_deterministic(a, stream);  // v07_wgmma_backward_det.cu
   attn::dispatch_16bit(a.dtype, "attention/v07_wgmma_backward", [&](auto t) {
     using T = decltype(t);
-    // the 64-column tiles for D <= 64, the 128-column ones up to 128, the 256-column ones above
-    // (zero columns past D)
+    // the 16- and 32-column tiles for D <= 32 (above), the 64-column ones up to 64, the
+    // 128-column ones up to 128, the 256-column ones above (zero columns past D)
     if (a.head_dim <= 64) attn_hopper_bwd::launch_bwd<T, 64, false>(a, stream);
     else if (a.head_dim <= 128) attn_hopper_bwd::launch_bwd<T, 128, false>(a, stream);
     else attn_hopper_bwd::launch_bwd<T, 256, false>(a, stream);
