@@ -188,38 +188,29 @@ __device__ __forceinline__ void wgmma_dq(float (&d)[kN / 2], uint64_t desc_a, ui
   if constexpr (kN == 64) {
     ptx::wgmma_m64n64k16<T, true, true>(d, desc_a, desc_b, scale_d);
   } else if constexpr (kN == 32) {
-    if constexpr (kBf16)
-      asm volatile(
-          "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
-          "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-          "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-            "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-    else
-      asm volatile(
-          "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
-          "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-          "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-            "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#define HK_ATTN_SS_TT(TY)                                                                        \
+    asm volatile(                                                                                \
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"                                       \
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " "                               \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"   \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+    if constexpr (kBf16) HK_ATTN_SS_TT("bf16");
+    else HK_ATTN_SS_TT("f16");
+#undef HK_ATTN_SS_TT
   } else {
     static_assert(kN == 16, "N = 16, 32 or 64");
-    if constexpr (kBf16)
-      asm volatile(
-          "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"
-          "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-          "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 1, 1;\n}\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-    else
-      asm volatile(
-          "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"
-          "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
-          "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 1, 1;\n}\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#define HK_ATTN_SS_TT(TY)                                                                        \
+    asm volatile(                                                                                \
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"                                       \
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " "                               \
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 1, 1;\n}\n"   \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+    if constexpr (kBf16) HK_ATTN_SS_TT("bf16");
+    else HK_ATTN_SS_TT("f16");
+#undef HK_ATTN_SS_TT
   }
 }
 
