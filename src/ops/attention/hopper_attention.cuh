@@ -55,27 +55,35 @@
 
 namespace hk::attn_hopper {
 
+// The shared-memory rows of a kD-column tile of a 16-bit operand, as TMA writes them and wgmma
+// reads them (forward and backward): 128 bytes (64 columns, 128-byte swizzle) per column chunk
+// for D >= 64; the 16- and 32-column tiles keep one chunk of 32- or 64-byte rows under the 32- or
+// 64-byte swizzle (the descriptors say which: ptx/smem_desc.hpp).
+template <int kD>
+struct RowLayout {
+  static_assert(kD == 16 || kD == 32 || kD == 64 || kD == 128 || kD == 256, "16-, 32-, 64-, 128-, 256-column tiles");
+  static constexpr int kRowBytes = kD < 64 ? kD * 2 : 128;  // = the swizzle width
+  static constexpr int kChunkCols = kRowBytes / 2;         // columns per chunk: a TMA box's width
+  static constexpr int kChunks = kD / kChunkCols;          // column chunks per row: TMA boxes
+  static constexpr int kKSteps = kRowBytes / 32;           // k16 steps along one chunk's row
+  // LBO is unused by swizzled K-major layouts: the narrow tiles set CuTe's 1 (16 bytes), the
+  // 128-byte tiles the 0 they were validated with.
+  static constexpr uint32_t kKMajorLbo = kRowBytes == 128 ? 0 : 16;
+  // Descriptor of a tile of kRowBytes-wide rows, swizzled as TMA wrote it.
+  HK_HOST_DEVICE static constexpr uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return ptx::make_smem_desc_swizzled(addr, lbo, sbo, kRowBytes);
+  }
+};
+
 // The tile shape: kD_ and the policy P (the rung's step over the previous one).
 template <int kD_, class P>
-struct Cfg : P {
+struct Cfg : P, RowLayout<kD_> {
   static constexpr int kD = kD_;
   static constexpr int kBlockM = 128;  // two consumer warpgroups of 64 query rows
   // Keys per K/V tile: 128, or 64 for the 256-column tile, whose Q (64 KiB) and two stages of K
   // and V (32 KiB each) then take 192 KiB of shared memory (128 keys would need 320).
   static constexpr int kBlockN = kD <= 128 ? 128 : 64;
   static constexpr int kStages = 2;
-  // Shared-memory rows: 128 bytes (64 columns, 128-byte swizzle) per column chunk for D >= 64;
-  // the 16- and 32-column tiles keep one chunk of 32- or 64-byte rows under the 32- or 64-byte
-  // swizzle (TMA writes the same pattern, the wgmma descriptors say which: ptx/smem_desc.hpp).
-  static_assert(kD == 16 || kD == 32 || kD == 64 || kD == 128 || kD == 256, "16-, 32-, 64-, 128-, 256-column tiles");
-  static constexpr int kRowBytes = kD < 64 ? kD * 2 : 128;  // = the swizzle width
-  static constexpr int kChunkCols = kRowBytes / 2;         // columns per chunk: a TMA box's width
-  static constexpr int kChunks = kD / kChunkCols;          // column chunks per row: TMA boxes
-  static constexpr int kKSteps = kRowBytes / 32;           // k16 steps along one chunk's row
-  // Descriptor of a tile of kRowBytes-wide rows, swizzled as TMA wrote it.
-  HK_HOST_DEVICE static constexpr uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return ptx::make_smem_desc_swizzled(addr, lbo, sbo, kRowBytes);
-  }
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kTileBytes = kBlockN * kD * 2;  // one K or V slot
   static constexpr int kThreads = 384;
@@ -344,9 +352,7 @@ template <class T, class C>
 __device__ __forceinline__ void issue_qk(float (&s)[C::kBlockN / 2], uint32_t q_addr, uint32_t k_addr) {
   constexpr int kSteps = C::kKSteps;
   constexpr uint32_t kRow = C::kRowBytes;
-  // LBO is unused by swizzled K-major layouts: the narrow tiles set CuTe's 1 (16 bytes); the
-  // 128-byte tiles keep the 0 they were validated with.
-  constexpr uint32_t kLbo = kRow == 128 ? 0 : 16;
+  constexpr uint32_t kLbo = C::kKMajorLbo;
 #pragma unroll
   for (int kk = 0; kk < C::kD / 16; ++kk) {
     const uint64_t da = C::desc(q_addr + (kk / kSteps) * C::kBlockM * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);

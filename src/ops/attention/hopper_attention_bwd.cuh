@@ -36,7 +36,7 @@
 //      steady state. D <= 128 keeps the bulk reduction: one thread takes the turn, reduces, waits
 //      for the reduction to complete and passes the turn on.
 //   3. convert: dq = scale * accumulator, in dq's dtype and strides.
-// D = 16 and 32 run 16- and 32-column tiles (Cfg::kRowBytes: 32- and 64-byte rows under the 32-
+// D = 16 and 32 run 16- and 32-column tiles (RowLayout::kRowBytes: 32- and 64-byte rows under the 32-
 // and 64-byte swizzles, as the forward's): the products' D dimension is 16 or 32 instead of a
 // zero-filled 64 (m64n16k16 / m64n32k16 for dV, dK and dQ; one or two k16 steps for S^T and
 // dP^T), and dQ's tiles are 64 x D.
@@ -70,8 +70,10 @@ using attn_hopper::pack2;
 using attn_hopper::smem_u32;
 using attn_hopper::tma_load_4d;
 
+// K, V, Q and dO tiles have the forward's rows (attn_hopper::RowLayout): 32- and 64-byte rows
+// for D = 16 and 32, 128-byte column chunks from 64 on.
 template <int kD_>
-struct Cfg {
+struct Cfg : attn_hopper::RowLayout<kD_> {
   static constexpr int kD = kD_;
   // D = 256 (kSplitD): 64 keys per CTA, and both consumer warpgroups compute S^T and dP^T for all
   // of them, each accumulating one half of dK's, dV's and dQ's columns. 64 keys x 256 columns of
@@ -82,20 +84,6 @@ struct Cfg {
   static constexpr int kCols = kSplitD ? kD / 2 : kD;  // dK / dV columns a warpgroup accumulates
   static constexpr int kBlockM = 64;   // query rows per step
   static constexpr int kStages = 2;
-  // Shared-memory rows of K, V, Q and dO as in the forward (attn_hopper::Cfg): 128 bytes (64
-  // columns, 128-byte swizzle) per column chunk for D >= 64; D = 16 and 32 keep one chunk of 32-
-  // or 64-byte rows under the 32- or 64-byte swizzle.
-  static constexpr int kRowBytes = kD < 64 ? kD * 2 : 128;
-  static constexpr int kChunkCols = kRowBytes / 2;  // columns per chunk: a TMA box's width
-  static constexpr int kChunks = kD / kChunkCols;   // column chunks per row: TMA boxes
-  static constexpr int kKSteps = kRowBytes / 32;    // k16 steps along one chunk's row
-  // Descriptor of a tile of kRowBytes-wide rows, swizzled as TMA wrote it.
-  HK_HOST_DEVICE static constexpr uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return ptx::make_smem_desc_swizzled(addr, lbo, sbo, kRowBytes);
-  }
-  // LBO is unused by swizzled K-major layouts: the narrow tiles set CuTe's 1 (16 bytes), the
-  // 128-byte tiles the 0 they were validated with.
-  static constexpr uint32_t kKMajorLbo = kRowBytes == 128 ? 0 : 16;
   static constexpr int kKVBytes = kBlockN * kD * 2;     // K or V
   static constexpr int kQBytes = kBlockM * kD * 2;      // one slot of Q or dO
   static constexpr int kDsBytes = kBlockN * kBlockM * 2;  // one buffer of dS^T [key][query]
@@ -126,7 +114,6 @@ struct Cfg {
   static constexpr bool kOwnKeys = kD <= 64;
   static constexpr int kDqKeys = kOwnKeys ? 64 : kBlockN;
   static constexpr int kDqChunks = kSplitD ? 2 : 1;
-  static_assert(kD == 16 || kD == 32 || kD == 64 || kD == 128 || kD == 256, "D = 16, 32, 64, 128 or 256");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
   static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0, "swizzle atoms");
 };
