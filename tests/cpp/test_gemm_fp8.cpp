@@ -266,6 +266,12 @@ TEST(GemmFp8, DispatchChoosesProductionRungs) {
   EXPECT_EQ(reg.pick(odd_k).name(), "v04_aligned_pack");
   hk::GemmFp8Problem kn(128, 256, 512, e4, e4, DType::kBF16, Fp8Scaling::kBlock, true);
   EXPECT_EQ(reg.pick(kn).name(), "v04_aligned_pack");
+  // A D whose base is not 16-byte aligned (a view at an offset): Lt declines it before the launch,
+  // and the wgmma kernel, which stores D from registers, serves it.
+  hk::GemmFp8Problem d_off(4096, 4096, 4096, e4, e4, DType::kBF16, Fp8Scaling::kTensor);
+  d_off.d_align_bytes = 4;
+  EXPECT_EQ(reg.pick(d_off).name(), "v07_wgmma_in_flight");
+  EXPECT_NE(reg.variant("gemm_fp8", "baseline_cublaslt")->supports(d_off).find("D 16-byte aligned"), std::string::npos);
 }
 
 // `hk bench gemm_fp8 --shape MxNxK[:scaling]`: a bare shape poses per-tensor and block-wise.
@@ -372,6 +378,41 @@ TEST(GemmFp8Public, MisalignedOperands) {
     std::vector<hk::HostTensor> out = {{dspec, std::vector<double>(m * n)}};
     p.reference(in, out);
     auto r = hk::bench::compare(dspec, download(dspec, dd.get()), out[0].values, p.tolerance(0));
+    EXPECT_TRUE(r.ok) << hk::to_string(mode) << ": " << r.message;
+  }
+}
+
+// A D view at a 4-byte offset with aligned operands: the dispatch passes over cuBLASLt (16-byte
+// D only) to the wgmma kernel, instead of picking Lt and failing at its launch.
+TEST(GemmFp8Public, MisalignedOutput) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const int64_t m = 256, n = 264, k = 512;
+  for (Fp8Scaling mode : {Fp8Scaling::kTensor, Fp8Scaling::kBlock}) {
+    hk::GemmFp8Problem p(m, n, k, DType::kF8E4M3, DType::kF8E4M3, DType::kF32, mode);
+    p.small_int = true;
+    auto specs = p.inputs();
+    std::vector<hk::HostTensor> in;
+    for (size_t i = 0; i < specs.size(); ++i) in.push_back(hk::host::random_tensor(specs[i], 60 + i));
+    auto da = upload(specs[0], in[0].values), dsa = upload(specs[1], in[1].values);
+    auto db = upload(specs[2], in[2].values), dsb = upload(specs[3], in[3].values);
+    const hk::TensorSpec dspec = p.outputs()[0];
+    hk::bench::DeviceBuffer dd(hk::host::storage_bytes(dspec) + 16);
+    float* d_at = static_cast<float*>(dd.get()) + 1;  // 4-byte aligned; rows of 264 floats stay 16-byte multiples
+    ASSERT_EQ(cudaMemset(dd.get(), 0xFF, hk::host::storage_bytes(dspec) + 16), cudaSuccess);
+    TensorView a(da.get(), DType::kF8E4M3, specs[0].shape, specs[0].strides);
+    TensorView sa(dsa.get(), DType::kF32, specs[1].shape, specs[1].strides);
+    TensorView b(db.get(), DType::kF8E4M3, specs[2].shape, specs[2].strides);
+    TensorView sb(dsb.get(), DType::kF32, specs[3].shape, specs[3].strides);
+    hk::gemm_fp8(a, sa, b, sb, TensorView(d_at, DType::kF32, dspec.shape));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<hk::HostTensor> out = {{dspec, std::vector<double>(m * n)}};
+    p.reference(in, out);
+    std::vector<double> got(m * n);
+    std::vector<float> raw(m * n);
+    ASSERT_EQ(cudaMemcpy(raw.data(), d_at, raw.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int64_t i = 0; i < m * n; ++i) got[i] = raw[i];
+    auto r = hk::bench::compare(dspec, got, out[0].values, p.tolerance(0));
     EXPECT_TRUE(r.ok) << hk::to_string(mode) << ": " << r.message;
   }
 }

@@ -89,14 +89,15 @@ Lt& lt() {
   return *state;
 }
 
-// Whether D's rows are whole 16-byte units (its base is checked at launch): cuBLASLt's FP8 kernels
-// need 16-byte aligned C and D, and a heuristic asked for less (4 bytes) finds none ("the
-// requested functionality is not supported", H200, CUDA 13.0, 2026-12-02).
+// Whether D's rows are whole 16-byte units (its base is the problem's d_align_bytes): cuBLASLt's
+// FP8 kernels need 16-byte aligned C and D, and a heuristic asked for less (4 bytes) finds none
+// ("the requested functionality is not supported", H200, CUDA 13.0, 2026-12-02).
 bool d_rows_16b(const GemmFp8Problem& p) { return (p.ldd * dtype_bits(p.out_dtype) / 8) % 16 == 0; }
 
 std::string plan_key(const GemmFp8Problem& p) {
   std::string key = p.key();
-  for (int64_t v : {p.a_s0, p.b_s0, p.ldd, int64_t(p.align_bytes), int64_t(p.has_bias), int64_t(p.scaling)})
+  for (int64_t v : {p.a_s0, p.b_s0, p.ldd, int64_t(p.align_bytes), int64_t(p.d_align_bytes), int64_t(p.has_bias),
+                    int64_t(p.scaling)})
     key.append(1, '_').append(std::to_string(v));
   return key;
 }
@@ -250,6 +251,9 @@ std::string gemm_fp8_baseline_cublaslt_supports(const GemmFp8Problem& p) {
   if (p.k % 16 != 0 || p.a_s0 % 16 != 0 || p.b_s0 % 16 != 0 || p.align_bytes < 16)
     return "gemm_fp8: cuBLASLt's FP8 kernels need K, the row strides and the bases of A and B in 16-byte units, got "
            "K=" + std::to_string(p.k);
+  if (d_rows_16b(p) && p.d_align_bytes < 16)
+    return "gemm_fp8: cuBLASLt's FP8 kernels need D 16-byte aligned, got " + std::to_string(p.d_align_bytes) +
+           "-byte alignment";
   if (p.scaling == Fp8Scaling::kRow && ((p.sa_s0 != 1 && p.m > 1) || (p.sb_s0 != 1 && p.n > 1)))
     return "gemm_fp8: cuBLASLt's row-wise scale vectors must be contiguous";
   if (p.scaling == Fp8Scaling::kBlock && (p.k % kFp8ScaleBlock != 0 || p.m % 4 != 0))

@@ -238,6 +238,7 @@ GemmFp8Problem gemm_fp8_problem_of(const GemmFp8Args& g) {
   p.sa_s0 = g.sa_s0, p.sa_s1 = g.sa_s1, p.sb_s0 = g.sb_s0, p.sb_s1 = g.sb_s1;
   p.has_bias = g.bias != nullptr;
   p.align_bytes = std::min(TensorView(g.a, g.a_dtype, {1}).alignment(), TensorView(g.b, g.b_dtype, {1}).alignment());
+  p.d_align_bytes = TensorView(g.d, g.out_dtype, {1}).alignment();
   return p;
 }
 
@@ -452,6 +453,7 @@ void gemm_fp8(const TensorView& a, const TensorView& sa, const TensorView& b, co
   p.ldd = p.m == 1 ? std::max<int64_t>(p.n, d.stride(0)) : d.stride(0);
   if (p.ldd < p.n) HK_THROW(kValue, "gemm_fp8: d's row stride ", p.ldd, " is smaller than N=", p.n, " (", d.describe(), ")");
   if (d.numel() > 0 && d.data == nullptr) HK_THROW(kValue, "gemm_fp8: d is a null pointer with ", d.numel(), " elements");
+  p.d_align_bytes = d.alignment();
   Operands ops{{a, sa, b, sb}, {d}};
   if (bias) ops.in.push_back(*bias);
   if (p.m == 0 || p.n == 0) return;  // empty output: a no-op

@@ -35,6 +35,9 @@ struct GemmFp8Problem final : Problem {
   // Scale strides: sa[i] (row) at i * sa_s0, sa[i, kb] (block) at i * sa_s0 + kb * sa_s1; sb
   // likewise with its rows (N for row-wise, N / 128 blocks for block-wise). Tensor-wise: 0.
   int64_t sa_s0 = 0, sa_s1 = 0, sb_s0 = 0, sb_s1 = 0;
+  // The alignment (bytes) of D's base address: 256 for harness-made problems; the public op sets it
+  // from its d (align_bytes covers A and B, the operands make_problem sees).
+  int d_align_bytes = 256;
 
   // A harness problem: contiguous scales; A's and D's rows (and B's, when [N, K]) padded by `pad`.
   GemmFp8Problem(int64_t m, int64_t n, int64_t k, DType a_dtype, DType b_dtype, DType out_dtype, Fp8Scaling scaling,
