@@ -87,7 +87,7 @@ std::vector<Row> run(const BenchRequest& req) {
   size_t total = 0, done = 0;
   std::vector<std::pair<const Family*, std::vector<ProblemPtr>>> plan;
   for (const Family* f : fams) {
-    auto probs = f->bench_problems(req.select);
+    auto probs = req.test_problems ? f->test_problems() : f->bench_problems(req.select);
     total += probs.size() * (selected(*f, req).size() + 1);
     plan.emplace_back(f, std::move(probs));
   }
@@ -232,7 +232,7 @@ nlohmann::json environment_json() {
 nlohmann::json to_json(const std::vector<Row>& rows, const BenchRequest& req) {
   nlohmann::json j = environment_json();
   j["kind"] = "hk-bench";
-  j["options"] = {{"warm_l2", req.time.warm}, {"spin_us", req.time.spin_us}, {"quick", req.select.quick}, {"variant", req.variant_glob}};
+  j["options"] = {{"warm_l2", req.time.warm}, {"spin_us", req.time.spin_us}, {"quick", req.select.quick}, {"test_problems", req.test_problems}, {"variant", req.variant_glob}};
   auto& arr = j["rows"] = nlohmann::json::array();
   for (auto& r : rows) {
     nlohmann::json x = {{"op", r.family}, {"variant", r.variant}, {"problem", r.key}, {"status", r.status},

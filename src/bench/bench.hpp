@@ -60,6 +60,10 @@ struct BenchRequest {
   std::vector<std::string> families;  // empty = all
   std::string variant_glob;           // empty = all (quick: the public op + baseline); "public" = the public op
   BenchSelect select;
+  // Time the families' test problems (every shape and layout the test suite checks, odd ones
+  // included) instead of their benchmark shapes: how the public op fares away from the shapes it
+  // was tuned on. `select` is then not used.
+  bool test_problems = false;
   TimeOptions time;
   bool progress = true;  // a progress line on stderr
   // Called with each finished row (hk bench prints it at once: a run cut short keeps its rows).

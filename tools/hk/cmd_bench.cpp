@@ -69,6 +69,7 @@ int cmd_bench(hk::bench::BenchRequest req, const std::string& json_path) {
     if (req.time.warm) command += " --warm";
     if (req.time.spin_us != hk::bench::TimeOptions{}.spin_us) command += fmt::format(" --spin-us {:g}", req.time.spin_us);
     if (req.select.quick && !req.families.empty()) command += " --quick";
+    if (req.test_problems) command += " --test-problems";
     command += fmt::format(" --budget-ms {:g}", req.time.budget_ms);
     j["command"] = command;
     j["stopped"] = stopped_by != 0;  // a run cut short by a signal: not every planned row is here
@@ -100,10 +101,14 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--json", json_path, "write the rows and the environment as JSON here");
   cmd->add_flag("--warm", req.time.warm, "keep L2 warm between samples (default: flushed)");
   cmd->add_flag("--quick", req.select.quick, "a few shapes per family: the public op (its dispatch) + baseline");
+  cmd->add_flag("--test-problems", req.test_problems,
+                "time the family's test problems (every shape the test suite checks) instead of its benchmark shapes");
   cmd->add_option("--budget-ms", req.time.budget_ms, "time budget per row after warm-up");
   cmd->add_option("--spin-us", req.time.spin_us,
                   "GPU spin before each sample, so the host's launch work stays out of it (0: none)");
   cmd->callback([] {
+    if (req.test_problems && (families.empty() || !shapes.empty() || !dtype_list.empty() || req.select.quick))
+      throw CLI::ValidationError("--test-problems", "takes one or more families, and no --shape, --dtype or --quick");
     if (families.empty()) req.select.quick = true;
     req.families = families;
     req.select.shapes = shapes;
