@@ -126,6 +126,32 @@ TEST(GemmFp8BadInput, LayoutsAndPointers) {
   EXPECT_NO_THROW(hk::gemm_fp8(am, sm, b, sb, dm));
 }
 
+// fast_accum: per-tensor and row-wise only (block-wise scales are a promotion), by the public op
+// and by make_problem; the problem it poses is its own (key, attributes, a looser tolerance).
+TEST(GemmFp8BadInput, FastAccum) {
+  TensorView a(fake_ptr(), DType::kF8E4M3, {8, 256}), b(fake_ptr(), DType::kF8E4M3, {16, 256});
+  TensorView d(fake_ptr(), DType::kBF16, {8, 16});
+  TensorView sa_blk(fake_ptr(), DType::kF32, {8, 2}), sb_blk(fake_ptr(), DType::kF32, {1, 2});
+  hk::GemmFp8Options fast;
+  fast.fast_accum = true;
+  expect_error(ErrorKind::kValue, "fast_accum takes per-tensor or row-wise scales",
+               [&] { hk::gemm_fp8(a, sa_blk, b, sb_blk, d, fast); });
+  const hk::Family* f = hk::Registry::get().family("gemm_fp8");
+  hk::Attrs attrs;
+  attrs.set("fast_accum", true);
+  expect_error(ErrorKind::kValue, "fast_accum takes per-tensor or row-wise scales",
+               [&] { f->make_problem({a, sa_blk, b, sb_blk}, attrs); });
+  TensorView s(fake_ptr(), DType::kF32, {1});
+  auto p = f->make_problem({a, s, b, s}, attrs);
+  EXPECT_NE(p->key().find("_fast"), std::string::npos) << p->key();
+  EXPECT_TRUE(p->attrs().get_bool("gemm_fp8", "fast_accum", false));
+  hk::GemmFp8Problem promoted(8, 16, 4096, DType::kF8E4M3, DType::kF8E4M3, DType::kBF16, Fp8Scaling::kTensor);
+  hk::GemmFp8Problem accum = promoted;
+  accum.fast_accum = true;
+  EXPECT_GT(accum.tolerance(0).atol, 2 * promoted.tolerance(0).atol);
+  EXPECT_LT(accum.tolerance(0).atol, std::sqrt(128.0) / 2);  // a lost k-block still fails
+}
+
 TEST(GemmFp8BadInput, Quantize) {
   TensorView x(fake_ptr(), DType::kF32, {8, 256}), q(fake_ptr(), DType::kF8E4M3, {8, 256});
   TensorView s(fake_ptr(), DType::kF32, {1});
@@ -297,7 +323,8 @@ namespace {
 
 // The public op on host-quantised N(0, 1) data with outliers; calc_diff against the fp64 D of
 // the dequantised operands. b_kn: B stored [K, N] row-major, passed as its [N, K] view.
-double public_op_diff(int64_t m, int64_t n, int64_t k, Fp8Scaling mode, DType out, bool b_kn, uint64_t seed) {
+double public_op_diff(int64_t m, int64_t n, int64_t k, Fp8Scaling mode, DType out, bool b_kn, uint64_t seed,
+                      bool fast_accum = false) {
   std::vector<double> x = normal(m * k, seed), w = normal(n * k, seed + 1, 0.1);
   inject_outliers(x, std::max<int64_t>(1, m * k / 4096), 100.0, seed + 2);
   hk::GemmFp8Problem p(m, n, k, DType::kF8E4M3, DType::kF8E4M3, out, mode, b_kn);
@@ -314,7 +341,9 @@ double public_op_diff(int64_t m, int64_t n, int64_t k, Fp8Scaling mode, DType ou
   TensorView b(db.get(), DType::kF8E4M3, specs[2].shape, specs[2].strides);
   TensorView vsb(dsb.get(), DType::kF32, specs[3].shape, specs[3].strides);
   TensorView d(dd.get(), out, dspec.shape, dspec.strides);
-  hk::gemm_fp8(a, vsa, b, vsb, d);
+  hk::GemmFp8Options o;
+  o.fast_accum = fast_accum;
+  hk::gemm_fp8(a, vsa, b, vsb, d, o);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<double> got = download(dspec, dd.get());
   for (double v : got)
@@ -335,6 +364,17 @@ TEST(GemmFp8Public, CalcDiffOnOddShapes) {
       const double diff = public_op_diff(m, n, k, mode, DType::kBF16, false, seed += 3);
       EXPECT_LT(diff, 1e-3) << hk::to_string(mode) << " " << m << "x" << n << "x" << k;
     }
+}
+
+// The accumulation over all of K (fast_accum, cuBLASLt's FAST_ACCUM) still meets DeepGEMM's
+// criterion at K = 4096 (its error, ~1% of |D|, is calc_diff ~1e-4).
+TEST(GemmFp8Public, FastAccumCalcDiff) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  for (Fp8Scaling mode : {Fp8Scaling::kTensor, Fp8Scaling::kRow}) {
+    const double diff = public_op_diff(256, 384, 4096, mode, DType::kBF16, false, 77, true);
+    EXPECT_LT(diff, 1e-3) << hk::to_string(mode);
+  }
 }
 
 // A weight stored [K, N] (the transposed view) and an f32 output: the packing path.

@@ -251,3 +251,18 @@ def test_matmul_fp8_compile_and_opcheck(cuda):
     torch.library.opcheck(torch.ops.hopperkit.quantize_fp8.default, (x, "block", "e4m3", 1))
     q, s = torch.compile(lambda t: hk.quantize_fp8(t, scaling="row"), fullgraph=True)(x)
     assert q.dtype == torch.float8_e4m3fn and s.shape == (64,)
+
+
+@needs_torch
+def test_matmul_fp8_fast_accum(dev):
+    # The accumulation over all of K (torch._scaled_mm's use_fast_accum): per-tensor and row-wise,
+    # DeepGEMM's criterion still met at K = 4096; block-wise scales refuse it.
+    if dev.type == "cpu" and _fp8_dlpack_ok():
+        pytest.skip(_fp8_dlpack_ok())
+    for mode in ("tensor", "row"):
+        (a, sa, b, sb), ref = _operands(256, 384, 4096, mode, dev, seed=31)
+        d = hk.matmul_fp8(a, sa, b, sb, use_fast_accum=True)
+        assert calc_diff(d.float().cpu().numpy(), ref) < 1e-3
+    (a, sa, b, sb), _ = _operands(64, 128, 256, "block", dev, seed=32)
+    with pytest.raises(ValueError, match="fast_accum takes per-tensor or row-wise"):
+        hk.matmul_fp8(a, sa, b, sb, use_fast_accum=True)

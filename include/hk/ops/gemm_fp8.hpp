@@ -17,6 +17,15 @@
 //            D[i, j] = sum_kb sa[i, kb] sb[j / 128, kb] sum_{k in kb} A[i, k] B[j, k]
 // The mode is read from the scales' shapes (gemm_fp8_scaling). Any M, N >= 0 (0 is a no-op),
 // K >= 1. Runs on `stream`; asynchronous. Errors are hk::Error naming the operand and the values.
+//
+// Accumulation (GemmFp8Options::fast_accum). The tensor cores add FP8 products into their
+// accumulator with ~14 significant bits. By default every 128-deep block of K is added into f32
+// (promotion, as DeepSeek-V3 and DeepGEMM do): relative error ~1e-3 or less at any K. fast_accum
+// lets the accumulation run over all of K in the tensor cores (cuBLASLt's FAST_ACCUM, what
+// torch._scaled_mm's use_fast_accum selects): faster where the library that serves the call has
+// such a kernel, with an error that grows with K (~1-2% of |D| at K = 4096). Per-tensor and
+// row-wise scaling only; the block-wise scales are applied per 128-deep block, which is a
+// promotion. A route without a fast kernel (hopperkit's wgmma rungs) promotes anyway.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -39,6 +48,13 @@ Fp8Scaling parse_fp8_scaling(std::string_view name);  // kValue for another name
 // values per-tensor, anything else row-wise (shapes are checked against M, N, K afterwards).
 Fp8Scaling gemm_fp8_scaling(const TensorView& sa, const TensorView& sb);
 
+struct GemmFp8Options {
+  const TensorView* bias = nullptr;  // [N] or absent
+  bool fast_accum = false;           // see "Accumulation" above
+};
+
+void gemm_fp8(const TensorView& a, const TensorView& sa, const TensorView& b, const TensorView& sb,
+              const TensorView& d, const GemmFp8Options& options, cudaStream_t stream = nullptr);
 void gemm_fp8(const TensorView& a, const TensorView& sa, const TensorView& b, const TensorView& sb,
               const TensorView& d, const TensorView* bias = nullptr, cudaStream_t stream = nullptr);
 

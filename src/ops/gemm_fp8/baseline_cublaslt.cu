@@ -97,7 +97,7 @@ bool d_rows_16b(const GemmFp8Problem& p) { return (p.ldd * dtype_bits(p.out_dtyp
 std::string plan_key(const GemmFp8Problem& p) {
   std::string key = p.key();
   for (int64_t v : {p.a_s0, p.b_s0, p.ldd, int64_t(p.align_bytes), int64_t(p.d_align_bytes), int64_t(p.has_bias),
-                    int64_t(p.scaling)})
+                    int64_t(p.scaling), int64_t(p.fast_accum)})
     key.append(1, '_').append(std::to_string(v));
   return key;
 }
@@ -120,6 +120,10 @@ Plan make_plan(const GemmFp8Problem& p) {
     const int32_t mode_b = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a, sizeof(mode_a)), "A_SCALE_MODE");
     fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b, sizeof(mode_b)), "B_SCALE_MODE");
+  }
+  if (p.fast_accum) {  // the accumulation over all of K in the tensor cores (no promotion)
+    const int8_t fast = 1;
+    fail(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)), "FAST_ACCUM");
   }
   if (p.has_bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;

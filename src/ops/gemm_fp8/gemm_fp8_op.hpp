@@ -26,6 +26,9 @@ struct GemmFp8Problem final : Problem {
   DType out_dtype = DType::kBF16;                               // D and bias
   Fp8Scaling scaling = Fp8Scaling::kTensor;
   bool has_bias = false;
+  // The accumulation may run over all of K in the tensor cores (GemmFp8Options::fast_accum):
+  // cuBLASLt's FAST_ACCUM; the wgmma rungs promote anyway. Tensor and row scaling only.
+  bool fast_accum = false;
   // Harness inputs: integers in [-3, 3] scaled by powers of two (exact in f32: zero tolerance
   // beyond the output's rounding). Otherwise N(0, 1) data rounded to the fp8 formats.
   bool small_int = false;
@@ -76,6 +79,7 @@ struct GemmFp8Args {
   int64_t sa_s0 = 0, sa_s1 = 0, sb_s0 = 0, sb_s1 = 0;
   DType a_dtype = DType::kF8E4M3, b_dtype = DType::kF8E4M3, out_dtype = DType::kBF16;
   Fp8Scaling scaling = Fp8Scaling::kTensor;
+  bool fast_accum = false;  // GemmFp8Problem::fast_accum
   static GemmFp8Args bind(const GemmFp8Problem& p, const Operands& ops);
 };
 
