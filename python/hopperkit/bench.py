@@ -340,6 +340,15 @@ def _fp8_cases(hk: Any, quick: bool) -> list[Case]:
                           lambda a=a, sa=sa, b=b, sb=sb: hk.matmul_fp8(a, sa, b, sb),
                           lambda a=a, ta=ta, b=b, tb=tb: torch._scaled_mm(a, b.t(), ta, tb, out_dtype=bf),
                           2.0 * m * n * k, _bytes(a, b) + m * n * 2, 2.0 ** -6 * math.sqrt(k), 1e-2, None))
+        if mode != "block" and not quick:
+            # The accumulation over all of K on both sides (use_fast_accum): its error grows
+            # like K^1.5 (gemm_fp8.cpp's tolerance), the same kernels' on both sides.
+            fast_atol = 2.0 ** -6 * math.sqrt(k) + 2.0 ** -12 * math.sqrt(32.0) * (k / 32.0) ** 1.5
+            cases.append(Case("matmul_fp8", f"m{m}_n{n}_k{k}_e4m3_bf16_{mode}_fast",
+                              lambda a=a, sa=sa, b=b, sb=sb: hk.matmul_fp8(a, sa, b, sb, use_fast_accum=True),
+                              lambda a=a, ta=ta, b=b, tb=tb: torch._scaled_mm(a, b.t(), ta, tb, out_dtype=bf,
+                                                                              use_fast_accum=True),
+                              2.0 * m * n * k, _bytes(a, b) + m * n * 2, fast_atol, 1e-2, None))
     return cases
 
 
