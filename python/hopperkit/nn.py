@@ -74,18 +74,25 @@ class RMSNorm(torch.nn.Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
+def _as(p: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A parameter in the compute dtype: itself, or a cast (differentiable: its gradient comes back
+    in the parameter's own dtype, as master weights need)."""
+    return p if p.dtype == dtype else p.to(dtype)
+
+
 class Linear(torch.nn.Linear):
     """Drop-in for ``torch.nn.Linear`` (same arguments, parameters, initialization and state
     dict): ``y = x W^T + b`` through ``hk.linear``, one GEMM with the bias fused.
 
     ``W`` [out_features, in_features] is read through its transpose, a column-major view: no
-    copy. Inputs, weight and bias share one dtype, bf16 or f16 (create the module with
-    ``dtype=torch.bfloat16`` or convert it with ``.to``): the kernels take 16-bit operands only,
-    and other dtypes are a TypeError naming them.
+    copy. The kernels take 16-bit operands, bf16 or f16: the input sets the dtype, and a weight
+    and bias kept in another dtype (f32 master weights for mixed-precision training) are cast to
+    it on each call, their gradients flowing back in their own dtype. Other input dtypes are a
+    TypeError naming them.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ops.linear(x, self.weight, self.bias)
+        return ops.linear(x, _as(self.weight, x.dtype), None if self.bias is None else _as(self.bias, x.dtype))
 
 
 class Int4Linear(torch.nn.Module):
@@ -211,7 +218,10 @@ class TransformerBlock(torch.nn.Module):
     [dim], ``gate_up.weight`` [2 F, dim] (gate rows, then up rows), ``down.weight`` [dim, F]; no
     biases. Causal attention with ``n_kv_heads`` KV heads shared by ``n_heads / n_kv_heads``
     query heads each (GQA), RoPE with ``theta`` on the first ``rotary_dim`` (default Dh) dims of
-    each head. bf16 by default (the GEMM and attention kernels take 16-bit operands).
+    each head. Parameters are bf16 by default. The input's dtype (bf16 or f16: the GEMM and
+    attention kernels take 16-bit operands) is the compute dtype; parameters kept in another
+    dtype — ``dtype=torch.float32``, f32 master weights for mixed-precision training — are cast
+    to it on each forward, and their gradients come back in f32.
 
     ``fuse_residual`` (default True): the two residual adds run in the output and down
     projections' GEMM epilogues (``hk.linear_residual``) instead of as separate adds.
@@ -256,7 +266,8 @@ class TransformerBlock(torch.nn.Module):
         with _sublayer("rope_attention"):
             o = block_ops.rope_attention(qkv, cos, sin, hq, hkv).reshape(b, s, hq * dh)
         with _sublayer("attn_out"):
-            h = block_ops.linear_residual(o, self.attn_out.weight, x) if self.fuse_residual else x + self.attn_out(o)
+            h = (block_ops.linear_residual(o, _as(self.attn_out.weight, o.dtype), x) if self.fuse_residual
+                 else x + self.attn_out(o))
         with _sublayer("ffn_norm"):
             n = self.ffn_norm(h)
         with _sublayer("gate_up"):
@@ -264,7 +275,8 @@ class TransformerBlock(torch.nn.Module):
         with _sublayer("swiglu"):
             a = block_ops.swiglu(g)
         with _sublayer("down"):
-            return block_ops.linear_residual(a, self.down.weight, h) if self.fuse_residual else h + self.down(a)
+            return (block_ops.linear_residual(a, _as(self.down.weight, a.dtype), h) if self.fuse_residual
+                    else h + self.down(a))
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "
@@ -282,14 +294,25 @@ class TransformerLM(torch.nn.Module):
     cross-entropy, computed by ``torch.nn.functional.cross_entropy`` on f32 logits (not yet a
     hopperkit kernel). Parameter names match ``hopperkit.reference_model.ReferenceLM``:
     ``embed.weight``, ``blocks.<i>.*``, ``norm.weight``.
+
+    ``dtype`` is the parameters' dtype, ``compute_dtype`` the activations' (default: ``dtype``
+    when it is bf16 or f16, else bf16). ``dtype=torch.float32`` keeps f32 master weights: every
+    forward casts them to ``compute_dtype`` and their gradients come back in f32, ready for an
+    optimizer stepping in f32.
     """
 
     def __init__(self, vocab: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int | None = None,
                  ffn_dim: int | None = None, *, head_dim: int | None = None, rotary_dim: int | None = None,
                  rope_theta: float = 10000.0, eps: float = 1e-6, fuse_residual: bool = True, device=None,
-                 dtype=torch.bfloat16) -> None:
+                 dtype=torch.bfloat16, compute_dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.vocab = vocab
+        if compute_dtype is None:
+            compute_dtype = dtype if dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+        if compute_dtype not in (torch.bfloat16, torch.float16):
+            raise TypeError(f"hk.nn.TransformerLM: compute_dtype must be torch.bfloat16 or torch.float16 (the "
+                            f"kernels' operands), got {compute_dtype}")
+        self.compute_dtype = compute_dtype
         self.embed = torch.nn.Embedding(vocab, dim, device=device, dtype=dtype)
         self.blocks = torch.nn.ModuleList(
             TransformerBlock(dim, n_heads, n_kv_heads, ffn_dim, head_dim=head_dim, rotary_dim=rotary_dim,
@@ -299,11 +322,11 @@ class TransformerLM(torch.nn.Module):
         self.norm = RMSNorm(dim, eps=eps, device=device, dtype=dtype)
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None):
-        h = self.embed(tokens)
+        h = _as(self.embed(tokens), self.compute_dtype)
         cos, sin = self.blocks[0].rope_tables(tokens.shape[1], tokens.device) if len(self.blocks) else (None, None)
         for block in self.blocks:
             h = block(h, cos, sin)
-        logits = ops.linear(self.norm(h), self.embed.weight)
+        logits = ops.linear(self.norm(h), _as(self.embed.weight, self.compute_dtype))
         if targets is None:
             return logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, self.vocab), targets.reshape(-1))

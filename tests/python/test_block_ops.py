@@ -400,6 +400,44 @@ def test_lm_matches_reference(cuda):
     _check_lm(cuda)
 
 
+def _check_master_weights(dev):
+    # f32 master weights: the same bf16 values kept in f32 give the bf16 model's logits and loss
+    # exactly (each forward casts them to bf16), and gradients that are the bf16 model's, upcast
+    # (the embedding, used twice, sums its two contributions in f32 instead of bf16).
+    torch.manual_seed(0)
+    cfg = dict(vocab=300, dim=128, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=256)
+    lm16 = hk.nn.TransformerLM(**cfg, device=dev)
+    _init(lm16)
+    lm32 = hk.nn.TransformerLM(**cfg, device=dev, dtype=torch.float32)
+    lm32.load_state_dict({k: v.float() for k, v in lm16.state_dict().items()})
+    assert lm32.compute_dtype == torch.bfloat16
+    tokens = torch.randint(0, 300, (2, 64), device=dev)
+    targets = torch.randint(0, 300, (2, 64), device=dev)
+    l16, loss16 = lm16(tokens, targets)
+    l32, loss32 = lm32(tokens, targets)
+    assert l32.dtype == torch.bfloat16
+    assert torch.equal(l32, l16) and torch.equal(loss32, loss16)
+    loss16.backward()
+    loss32.backward()
+    p16 = dict(lm16.named_parameters())
+    for name, p in lm32.named_parameters():
+        assert p.grad is not None and p.grad.dtype == torch.float32, name
+        if name == "embed.weight":
+            assert _rel(p.grad, p16[name].grad.float()) < 1e-2, name
+        else:
+            assert torch.equal(p.grad, p16[name].grad.float()), name
+    with pytest.raises(TypeError, match="compute_dtype must be"):
+        hk.nn.TransformerLM(**cfg, device=dev, dtype=torch.float32, compute_dtype=torch.float32)
+
+
+def test_master_weights_on_cpu(torch_mod):
+    _check_master_weights(torch.device("cpu"))
+
+
+def test_master_weights(cuda):
+    _check_master_weights(cuda)
+
+
 def test_sublayer_ranges_leave_compiled_graphs_whole(torch_mod):
     """The ranges mark eager calls only: torch.compile traces the block as one graph with them on."""
     torch._dynamo.reset()
