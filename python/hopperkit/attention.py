@@ -74,7 +74,7 @@ _attention.register_autograd(_attention_grad, setup_context=_attention_setup_con
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-              window: tuple[int, int] = (-1, -1), softcap: float = 0.0, layout: str = "bshd",
+              window: tuple[int, int] | None = None, softcap: float | None = None, layout: str = "bshd",
               return_lse: bool = False, deterministic: bool = False) -> Any:
     """``softmax(scale * q k^T + mask) v`` per batch and query head, as
     ``torch.nn.functional.scaled_dot_product_attention`` (layout "bhsd") or FlashAttention's
@@ -84,7 +84,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     [B, Hkv, Sk, D] with Hq a multiple of Hkv (GQA / MQA, never expanded). f16 or bf16, one dtype;
     math in f32. ``causal``: query i sees key j iff j <= i + Sk - Sq (bottom-right aligned, as
     FlashAttention >= 2.1). ``window=(left, right)``: j in [i + Sk - Sq - left, i + Sk - Sq + right],
-    -1 unbounded. ``softcap`` > 0: scores become softcap * tanh(scores / softcap) before the mask.
+    -1 unbounded (None: no window). ``softcap`` > 0: scores become softcap * tanh(scores /
+    softcap) before the mask (None or 0: off).
     ``scale``: default 1 / sqrt(D). A row with every key masked gives zeros (and lse = -inf).
     Returns the output (``q``'s shape, contiguous), and with ``return_lse`` also the f32
     log-sum-exp [B, Hq, Sq] (not differentiable). Differentiable in q, k, v through hopperkit's
@@ -93,20 +94,20 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     """
     if layout not in ("bshd", "bhsd"):
         raise ValueError(f"hk.attention: layout must be 'bshd' or 'bhsd', got {layout!r}")
-    left, right = window
-    o, lse = _attention(q, k, v, bool(causal), float(scale or 0.0), int(left), int(right), float(softcap),
+    left, right = (-1, -1) if window is None else window
+    o, lse = _attention(q, k, v, bool(causal), float(scale or 0.0), int(left), int(right), float(softcap or 0.0),
                         layout, bool(deterministic))
     return (o, lse) if return_lse else o
 
 
 def attention_backward(q: Any, k: Any, v: Any, o: Any, dout: Any, lse: Any, *, causal: bool = False,
-                       scale: float | None = None, window: tuple[int, int] = (-1, -1), softcap: float = 0.0,
-                       layout: str = "bshd", deterministic: bool = False) -> tuple:
+                       scale: float | None = None, window: tuple[int, int] | None = None,
+                       softcap: float | None = None, layout: str = "bshd", deterministic: bool = False) -> tuple:
     """dq, dk, dv of ``attention`` from its inputs, output, upstream gradient and lse (P is
     recomputed from lse). Same conventions as ``attention``."""
-    left, right = window
+    left, right = (-1, -1) if window is None else window
     return _attention_backward(q, k, v, o, dout, lse, bool(causal), float(scale or 0.0), int(left),
-                               int(right), float(softcap), layout, bool(deterministic))
+                               int(right), float(softcap or 0.0), layout, bool(deterministic))
 
 
 # ---- variable length (thd) ----------------------------------------------------------------------

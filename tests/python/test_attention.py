@@ -105,6 +105,17 @@ def test_numpy_path_matches_independent_oracle(c):
     np.testing.assert_allclose(ob.transpose(0, 2, 1, 3).astype(np.float64), want_o, atol=2e-3, rtol=2e-3)
 
 
+def test_none_means_no_window_and_no_softcap():
+    # The signature's defaults: window=None and softcap=None are the unmasked, uncapped attention,
+    # the same as (-1, -1) and 0.
+    q, k, v = arrays((1, 9, 13, 2, 1, 8, True, (-1, -1), 0.0))
+    o = hk.attention(q, k, v, causal=True, window=None, softcap=None)
+    o2 = hk.attention(q, k, v, causal=True, window=(-1, -1), softcap=0.0)
+    np.testing.assert_array_equal(o, o2)
+    want, _ = np_attention(q, k, v, True)
+    np.testing.assert_allclose(o.astype(np.float64), want, atol=2e-3, rtol=2e-3)
+
+
 @pytest.mark.parametrize("c", CASES, ids=case_id)
 def test_backward_reference_matches_finite_differences(c):
     q, k, v = arrays(c, 1)
