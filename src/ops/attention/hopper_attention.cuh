@@ -51,6 +51,7 @@
 #include "common/ptx/smem_desc.hpp"
 #include "common/ptx/tma.cuh"
 #include "common/ptx/wgmma.cuh"
+#include "common/ptx/wgmma_regs.hpp"
 #include "core/scratch.hpp"
 
 namespace hk::attn_hopper {
@@ -131,8 +132,8 @@ __device__ __forceinline__ void wgmma_rs_m64n16k16_tb(float (&d)[8], const uint3
   asm volatile(                                                                                  \
       "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"                                         \
       "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " "                                 \
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"                  \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+      "{" HK_WGMMA_REGS8 "}, {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"                          \
+      : HK_WGMMA_ACC8(d)                                                                         \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
   if constexpr (std::is_same_v<T, __nv_bfloat16>) HK_ATTN_RS_TB("bf16");
   else HK_ATTN_RS_TB("f16");
@@ -146,9 +147,8 @@ __device__ __forceinline__ void wgmma_rs_m64n32k16_tb(float (&d)[16], const uint
   asm volatile(                                                                                  \
       "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %21, 0;\n\t"                                         \
       "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " "                                 \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"                  \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+      "{" HK_WGMMA_REGS16 "}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"                       \
+      : HK_WGMMA_ACC16(d)                                                                        \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
   if constexpr (std::is_same_v<T, __nv_bfloat16>) HK_ATTN_RS_TB("bf16");
   else HK_ATTN_RS_TB("f16");
@@ -162,12 +162,8 @@ __device__ __forceinline__ void wgmma_rs_m64n64k16_tb(float (&d)[32], const uint
   asm volatile(                                                                                  \
       "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"                                         \
       "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                 \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                  \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+      "{" HK_WGMMA_REGS32 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                       \
+      : HK_WGMMA_ACC32(d)                                                                        \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
   if constexpr (std::is_same_v<T, __nv_bfloat16>) HK_ATTN_RS_TB("bf16");
   else HK_ATTN_RS_TB("f16");
@@ -181,18 +177,8 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16_tb(float (&d)[64], const uin
   asm volatile(                                                                                  \
       "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"                                         \
       "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                                 \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                  \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+      "{" HK_WGMMA_REGS64 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                       \
+      : HK_WGMMA_ACC64(d)                                                                        \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
   if constexpr (std::is_same_v<T, __nv_bfloat16>) HK_ATTN_RS_TB("bf16");
   else HK_ATTN_RS_TB("f16");

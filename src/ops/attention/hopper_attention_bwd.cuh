@@ -179,9 +179,8 @@ __device__ __forceinline__ void wgmma_dq(float (&d)[kN / 2], uint64_t desc_a, ui
     asm volatile(                                                                                \
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"                                       \
         "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " "                               \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"   \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+        "{" HK_WGMMA_REGS16 "}, %16, %17, p, 1, 1, 1, 1;\n}\n"                                   \
+        : HK_WGMMA_ACC16(d)                                                                      \
         : "l"(desc_a), "l"(desc_b), "r"(scale_d))
     if constexpr (kBf16) HK_ATTN_SS_TT("bf16");
     else HK_ATTN_SS_TT("f16");
@@ -192,8 +191,8 @@ __device__ __forceinline__ void wgmma_dq(float (&d)[kN / 2], uint64_t desc_a, ui
     asm volatile(                                                                                \
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"                                       \
         "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " "                               \
-        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 1, 1;\n}\n"   \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+        "{" HK_WGMMA_REGS8 "}, %8, %9, p, 1, 1, 1, 1;\n}\n"                                      \
+        : HK_WGMMA_ACC8(d)                                                                       \
         : "l"(desc_a), "l"(desc_b), "r"(scale_d))
     if constexpr (kBf16) HK_ATTN_SS_TT("bf16");
     else HK_ATTN_SS_TT("f16");
