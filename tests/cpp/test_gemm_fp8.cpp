@@ -387,38 +387,55 @@ TEST(GemmFp8Public, WeightStoredKByN) {
   }
 }
 
+namespace {
+
+// The public op on harness problem p (small integers: exact in f32) with A, B and D placed at
+// byte offsets a_off, b_off, d_off past 256-byte aligned allocations, D poisoned first; true when
+// D matches the fp64 reference within p's tolerance (the message says where it does not).
+::testing::AssertionResult public_op_at_offsets(const hk::GemmFp8Problem& p, int a_off, int b_off, int d_off,
+                                                uint64_t seed) {
+  auto specs = p.inputs();
+  std::vector<hk::HostTensor> in;
+  for (size_t i = 0; i < specs.size(); ++i) in.push_back(hk::host::random_tensor(specs[i], seed + i));
+  auto place = [&](const hk::TensorSpec& spec, const std::vector<double>& values, hk::bench::DeviceBuffer& buf,
+                   int off) {
+    std::vector<uint8_t> bytes;
+    hk::host::encode(spec, values, bytes);
+    buf = hk::bench::DeviceBuffer(int64_t(bytes.size()) + 16);
+    uint8_t* at = static_cast<uint8_t*>(buf.get()) + off;
+    EXPECT_EQ(cudaMemcpy(at, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    return at;
+  };
+  hk::bench::DeviceBuffer da, db;
+  uint8_t* a_at = place(specs[0], in[0].values, da, a_off);
+  uint8_t* b_at = place(specs[2], in[2].values, db, b_off);
+  auto dsa = upload(specs[1], in[1].values), dsb = upload(specs[3], in[3].values);
+  const hk::TensorSpec dspec = p.outputs()[0];
+  hk::bench::DeviceBuffer dd(hk::host::storage_bytes(dspec) + 16);
+  EXPECT_EQ(cudaMemset(dd.get(), 0xFF, hk::host::storage_bytes(dspec) + 16), cudaSuccess);
+  uint8_t* d_at = static_cast<uint8_t*>(dd.get()) + d_off;
+  TensorView a(a_at, DType::kF8E4M3, specs[0].shape), b(b_at, DType::kF8E4M3, specs[2].shape);
+  TensorView sa(dsa.get(), DType::kF32, specs[1].shape, specs[1].strides);
+  TensorView sb(dsb.get(), DType::kF32, specs[3].shape, specs[3].strides);
+  hk::gemm_fp8(a, sa, b, sb, TensorView(d_at, dspec.dtype, dspec.shape));
+  if (cudaDeviceSynchronize() != cudaSuccess) return ::testing::AssertionFailure() << "the launch failed";
+  std::vector<hk::HostTensor> out = {{dspec, std::vector<double>(p.m * p.n)}};
+  p.reference(in, out);
+  auto r = hk::bench::compare(dspec, download(dspec, d_at), out[0].values, p.tolerance(0));
+  if (r.ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << r.message;
+}
+
+}  // namespace
+
 // Operands at an odd byte offset (no 16-byte alignment for TMA): the packing rung copies them.
 TEST(GemmFp8Public, MisalignedOperands) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
-  const int64_t m = 200, n = 136, k = 1024;
   for (Fp8Scaling mode : {Fp8Scaling::kRow, Fp8Scaling::kBlock}) {
-    hk::GemmFp8Problem p(m, n, k, DType::kF8E4M3, DType::kF8E4M3, DType::kF32, mode);
+    hk::GemmFp8Problem p(200, 136, 1024, DType::kF8E4M3, DType::kF8E4M3, DType::kF32, mode);
     p.small_int = true;
-    auto specs = p.inputs();
-    std::vector<hk::HostTensor> in;
-    for (size_t i = 0; i < specs.size(); ++i) in.push_back(hk::host::random_tensor(specs[i], 40 + i));
-    std::vector<uint8_t> a_bytes, b_bytes;
-    hk::host::encode(specs[0], in[0].values, a_bytes);
-    hk::host::encode(specs[2], in[2].values, b_bytes);
-    hk::bench::DeviceBuffer da(int64_t(a_bytes.size()) + 16), db(int64_t(b_bytes.size()) + 16);
-    uint8_t* a_at = static_cast<uint8_t*>(da.get()) + 1;  // 1-byte aligned
-    uint8_t* b_at = static_cast<uint8_t*>(db.get()) + 3;
-    ASSERT_EQ(cudaMemcpy(a_at, a_bytes.data(), a_bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(b_at, b_bytes.data(), b_bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    auto dsa = upload(specs[1], in[1].values), dsb = upload(specs[3], in[3].values);
-    const hk::TensorSpec dspec = p.outputs()[0];
-    hk::bench::DeviceBuffer dd(hk::host::storage_bytes(dspec));
-    ASSERT_EQ(cudaMemset(dd.get(), 0xFF, hk::host::storage_bytes(dspec)), cudaSuccess);
-    TensorView a(a_at, DType::kF8E4M3, specs[0].shape), b(b_at, DType::kF8E4M3, specs[2].shape);
-    TensorView sa(dsa.get(), DType::kF32, specs[1].shape, specs[1].strides);
-    TensorView sb(dsb.get(), DType::kF32, specs[3].shape, specs[3].strides);
-    hk::gemm_fp8(a, sa, b, sb, TensorView(dd.get(), DType::kF32, dspec.shape));
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<hk::HostTensor> out = {{dspec, std::vector<double>(m * n)}};
-    p.reference(in, out);
-    auto r = hk::bench::compare(dspec, download(dspec, dd.get()), out[0].values, p.tolerance(0));
-    EXPECT_TRUE(r.ok) << hk::to_string(mode) << ": " << r.message;
+    EXPECT_TRUE(public_op_at_offsets(p, 1, 3, 0, 40)) << hk::to_string(mode);
   }
 }
 
@@ -427,33 +444,11 @@ TEST(GemmFp8Public, MisalignedOperands) {
 TEST(GemmFp8Public, MisalignedOutput) {
   std::string no_gpu = hk::no_gpu_reason();
   if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
-  const int64_t m = 256, n = 264, k = 512;
   for (Fp8Scaling mode : {Fp8Scaling::kTensor, Fp8Scaling::kBlock}) {
-    hk::GemmFp8Problem p(m, n, k, DType::kF8E4M3, DType::kF8E4M3, DType::kF32, mode);
+    // rows of 264 floats stay 16-byte multiples, the base is 4-byte aligned
+    hk::GemmFp8Problem p(256, 264, 512, DType::kF8E4M3, DType::kF8E4M3, DType::kF32, mode);
     p.small_int = true;
-    auto specs = p.inputs();
-    std::vector<hk::HostTensor> in;
-    for (size_t i = 0; i < specs.size(); ++i) in.push_back(hk::host::random_tensor(specs[i], 60 + i));
-    auto da = upload(specs[0], in[0].values), dsa = upload(specs[1], in[1].values);
-    auto db = upload(specs[2], in[2].values), dsb = upload(specs[3], in[3].values);
-    const hk::TensorSpec dspec = p.outputs()[0];
-    hk::bench::DeviceBuffer dd(hk::host::storage_bytes(dspec) + 16);
-    float* d_at = static_cast<float*>(dd.get()) + 1;  // 4-byte aligned; rows of 264 floats stay 16-byte multiples
-    ASSERT_EQ(cudaMemset(dd.get(), 0xFF, hk::host::storage_bytes(dspec) + 16), cudaSuccess);
-    TensorView a(da.get(), DType::kF8E4M3, specs[0].shape, specs[0].strides);
-    TensorView sa(dsa.get(), DType::kF32, specs[1].shape, specs[1].strides);
-    TensorView b(db.get(), DType::kF8E4M3, specs[2].shape, specs[2].strides);
-    TensorView sb(dsb.get(), DType::kF32, specs[3].shape, specs[3].strides);
-    hk::gemm_fp8(a, sa, b, sb, TensorView(d_at, DType::kF32, dspec.shape));
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<hk::HostTensor> out = {{dspec, std::vector<double>(m * n)}};
-    p.reference(in, out);
-    std::vector<double> got(m * n);
-    std::vector<float> raw(m * n);
-    ASSERT_EQ(cudaMemcpy(raw.data(), d_at, raw.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (int64_t i = 0; i < m * n; ++i) got[i] = raw[i];
-    auto r = hk::bench::compare(dspec, got, out[0].values, p.tolerance(0));
-    EXPECT_TRUE(r.ok) << hk::to_string(mode) << ": " << r.message;
+    EXPECT_TRUE(public_op_at_offsets(p, 0, 0, 4, 60)) << hk::to_string(mode);
   }
 }
 
