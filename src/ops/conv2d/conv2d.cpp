@@ -497,10 +497,12 @@ class Conv2dFamily final : public Family {
   std::vector<ProblemPtr> bench_problems(const BenchSelect& sel) const override {
     std::vector<std::string> shapes = sel.shapes;
     if (shapes.empty()) {
-      // The dense 3x3 layer of a ResNet stage and a ConvNeXt depthwise 7x7, NHWC.
+      // The dense 3x3 layer of a ResNet stage and a ConvNeXt depthwise 7x7, NHWC; the full suite
+      // adds the small-spatial 3x3 layers, a 1x1, the gradients and NCHW.
       shapes = {"64x256x56x56_256x3x3", "64x128x56x56_128x7x7_g128"};
       if (!sel.quick)
-        for (const char* s : {"64x256x56x56_256x3x3_dgrad", "8x256x56x56_256x3x3_wgrad",
+        for (const char* s : {"64x256x14x14_256x3x3", "64x512x7x7_512x3x3", "64x256x56x56_64x1x1",
+                              "64x256x56x56_256x3x3_dgrad", "8x256x56x56_256x3x3_wgrad",
                               "64x256x56x56_256x3x3_nchw", "64x128x56x56_128x7x7_g128_nchw"})
           shapes.push_back(s);
     }
