@@ -253,3 +253,31 @@ def test_cpu_tensors_run_the_reference(torch_mod):
     F.gelu(xr, approximate="tanh").backward(dy)
     torch.testing.assert_close(x.grad, xr.grad, **TOL[torch.bfloat16])
     torch.library.opcheck(hk.ops._gelu.op, (x, "none"))
+
+
+def test_an_op_without_a_backward_refuses_a_backward_pass(torch_mod):
+    # gelu_backward has no backward of its own: it runs on an input that requires grad, and a
+    # backward pass through its output raises (as for torch.library.custom_op ops) rather than
+    # giving x a wrong gradient; under no_grad its output does not require grad.
+    x = randn((7, 9), torch.float32, "cpu").requires_grad_()
+    dy = randn((7, 9), torch.float32, "cpu", 1.0)
+    dx = hk.gelu_backward(x, dy)
+    assert dx.requires_grad
+    torch.testing.assert_close(dx, hk.gelu_backward(x.detach(), dy))
+    with pytest.raises(RuntimeError, match="hopperkit.gelu_backward.default but no autograd formula"):
+        dx.sum().backward()
+    assert x.grad is None
+    with torch.no_grad():
+        assert not hk.gelu_backward(x, dy).requires_grad
+    torch.library.opcheck(hk.ops._gelu_backward.op, (x.detach(), dy, "none"))
+
+
+def test_compiled_autograd_on_cpu(torch_mod):
+    # torch.compile traces the ops through their fake implementations and AOTAutograd through
+    # their registered backward (aot_eager: no code generation, so it runs on any host).
+    x = randn((7, 9), torch.float32, "cpu")
+    f = torch.compile(lambda a: hk.gelu(a, "tanh").sum(), fullgraph=True, backend="aot_eager")
+    xc, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    f(xc).backward()
+    hk.gelu(xe, "tanh").sum().backward()
+    torch.testing.assert_close(xc.grad, xe.grad)
