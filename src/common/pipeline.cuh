@@ -17,6 +17,8 @@
 // (state - 1) needs no second copy of the state. A parity wait cannot tell phase k from
 // phase k - 2: a waiter must never fall a whole lap (kStages uses) behind its barrier.
 //
+// PipelineCursor is the same position as a stage index and a phase bit (below).
+//
 // Usage (one producer thread, consumer warps, a cluster of kC CTAs sharing the slots):
 //   PipelineRing<kS> ring = PipelineRing<kS>::at(smem_barriers);   // or {full, empty} pointers
 //   if (threadIdx.x == 0) ring.init(consumer_arrivals);   // then a CTA or cluster barrier
@@ -36,6 +38,7 @@ namespace hk {
 // uint32_t a wrap at 2^32 is harmless when kStages divides 2^32).
 template <int kStages, class Count = uint32_t>
 struct PipelineState {
+  static constexpr int kRingStages = kStages;
   Count count = 0;
 
   // The slot this position uses.
@@ -49,6 +52,28 @@ struct PipelineState {
   }
   __device__ __forceinline__ PipelineState operator+(Count d) const { return PipelineState{Count(count + d)}; }
   __device__ __forceinline__ PipelineState operator-(Count d) const { return PipelineState{Count(count - d)}; }
+};
+
+// The same position kept as a stage index and a phase bit that advance together: one compare
+// and two selects per step instead of a division by kStages, for loops whose every instruction
+// competes with the tensor cores' issue (kStages = 6 makes count % kStages a multiply-high and
+// two more). Only steps forward; a consumer that releases a slot later keeps a copy of the
+// position it used.
+template <int kStages>
+struct PipelineCursor {
+  static constexpr int kRingStages = kStages;
+  int index = 0;
+  uint32_t parity = 0;
+
+  __device__ __forceinline__ int stage() const { return index; }
+  __device__ __forceinline__ uint32_t phase() const { return parity; }
+
+  __device__ __forceinline__ PipelineCursor& operator++() {
+    const bool wrap = index == kStages - 1;
+    index = wrap ? 0 : index + 1;
+    parity ^= wrap ? 1u : 0u;
+    return *this;
+  }
 };
 
 // The ring's barriers: kStages full and kStages empty mbarriers in shared memory.
@@ -80,46 +105,54 @@ struct PipelineRing {
   }
 
   // ---- producer ----
+  // The methods take a walker's position: a PipelineState or a PipelineCursor of kStages.
+
   // Waits until the consumers have released the slot of `st` from its previous use.
-  template <class Count>
-  __device__ __forceinline__ void producer_acquire(PipelineState<kStages, Count> st) const {
+  template <class St>
+  __device__ __forceinline__ void producer_acquire(St st) const {
+    static_assert(St::kRingStages == kStages, "a position in a ring of this size");
     ptx::mbar_wait(&empty[st.stage()], st.phase() ^ 1);
   }
   // Arms full[] of `st`: the producer's arrival plus the bytes the loads into the slot will
   // deliver (all of them, multicast from cluster peers included).
-  template <class Count>
-  __device__ __forceinline__ void producer_expect_tx(PipelineState<kStages, Count> st, uint32_t bytes) const {
+  template <class St>
+  __device__ __forceinline__ void producer_expect_tx(St st, uint32_t bytes) const {
+    static_assert(St::kRingStages == kStages, "a position in a ring of this size");
     ptx::mbar_arrive_expect_tx(&full[st.stage()], bytes);
   }
   // The barrier the slot's TMA loads complete on.
-  template <class Count>
-  __device__ __forceinline__ uint64_t* full_barrier(PipelineState<kStages, Count> st) const {
+  template <class St>
+  __device__ __forceinline__ uint64_t* full_barrier(St st) const {
+    static_assert(St::kRingStages == kStages, "a position in a ring of this size");
     return &full[st.stage()];
   }
 
   // ---- consumer ----
   // Waits until the slot of `st` holds its data.
-  template <class Count>
-  __device__ __forceinline__ void consumer_wait(PipelineState<kStages, Count> st) const {
+  template <class St>
+  __device__ __forceinline__ void consumer_wait(St st) const {
+    static_assert(St::kRingStages == kStages, "a position in a ring of this size");
     ptx::mbar_wait(&full[st.stage()], st.phase());
   }
   // Releases the slot of `st` to this CTA's producer (release at CTA scope).
-  template <class Count>
-  __device__ __forceinline__ void consumer_release(PipelineState<kStages, Count> st) const {
+  template <class St>
+  __device__ __forceinline__ void consumer_release(St st) const {
+    static_assert(St::kRingStages == kStages, "a position in a ring of this size");
     ptx::mbar_arrive(&empty[st.stage()]);
   }
   // Releases the slot of `st` to the producer of CTA `cta_rank` of the cluster, with the
   // arrive's default CTA-scope release: enough when the reads handed over are known complete
   // (wgmma.wait_group has retired them), and a bare SYNCS.ARRIVE (ptx/mbarrier.cuh).
-  template <class Count>
-  __device__ __forceinline__ void consumer_release_peer(PipelineState<kStages, Count> st, uint32_t cta_rank) const {
+  template <class St>
+  __device__ __forceinline__ void consumer_release_peer(St st, uint32_t cta_rank) const {
+    static_assert(St::kRingStages == kStages, "a position in a ring of this size");
     ptx::mbar_arrive_cluster_cta(&empty[st.stage()], cta_rank);
   }
   // The same with a cluster-scope release, which orders every earlier access of this thread
   // before the arrival (ptxas precedes it with MEMBAR.ALL.GPU).
-  template <class Count>
-  __device__ __forceinline__ void consumer_release_peer_cluster_scope(PipelineState<kStages, Count> st,
-                                                                      uint32_t cta_rank) const {
+  template <class St>
+  __device__ __forceinline__ void consumer_release_peer_cluster_scope(St st, uint32_t cta_rank) const {
+    static_assert(St::kRingStages == kStages, "a position in a ring of this size");
     ptx::mbar_arrive_cluster(&empty[st.stage()], cta_rank);
   }
 };

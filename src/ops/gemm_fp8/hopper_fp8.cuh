@@ -187,6 +187,38 @@ __device__ __forceinline__ void add_tile(const GemmFp8Args& g, const float (&acc
   }
 }
 
+// The producer thread of a CTA (rank `rank` of its cluster): for every unit u = first_unit,
+// first_unit + unit_step, ... below `units`, the k-blocks [kb0, kb1) that unit(u, kb0, kb1) names,
+// each as A's (128 K, 128 M) box and this CTA's share of B's tile, into the ring's next slot.
+template <int kC, class Unit>
+__device__ __forceinline__ void produce_k_blocks(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
+                                                 const GemmFp8Args& g, uint8_t* sa_tiles, uint8_t* sb_tiles,
+                                                 const PipelineRing<kStages>& ring, int64_t first_unit, int64_t units,
+                                                 int64_t unit_step, int64_t m_blocks, uint32_t rank, Unit&& unit) {
+  PipelineState<kStages, int> it;
+  for (int64_t u = first_unit; u < units; u += unit_step) {
+    int kb0, kb1;
+    const sched::TileCoord tc = unit(u, kb0, kb1);
+    // A cluster partner past the last M block loads the last real block instead.
+    const int32_t m0 = static_cast<int32_t>(std::min<int64_t>(tc.m_block, m_blocks - 1) * kBlockM);
+    const int32_t n0 = static_cast<int32_t>(tc.n_block * kBlockN);
+    // This CTA's share of B: rows [nr, nr + 128 / kC) of the tile, at the same place in every
+    // CTA of the cluster (a share past N is clamped to n0: its columns are never stored).
+    constexpr int kBRows = kBlockN / kC;
+    const int32_t nr = n0 + int32_t(rank) * kBRows < g.n ? n0 + int32_t(rank) * kBRows : n0;
+    for (int kb = kb0; kb < kb1; ++kb, ++it) {
+      const int s = it.stage();
+      ring.producer_acquire(it);
+      ring.producer_expect_tx(it, kStageBytes);  // whole boxes (both shares of B): out-of-bounds bytes count too
+      const int32_t k0 = kb * kBlockK;
+      ptx::tma_load_3d(sa_tiles + s * kTileBytes, tma_a, k0, m0, 0, ring.full_barrier(it));  // box (128 K, 128 M)
+      uint8_t* b_dst = sb_tiles + s * kTileBytes + rank * kBRows * kBlockK;                // box (128 K, kBRows N)
+      if constexpr (kC > 1) ptx::tma_load_3d_multicast(b_dst, tma_b, k0, nr, 0, ring.full_barrier(it), (1u << kC) - 1);
+      else ptx::tma_load_3d(b_dst, tma_b, k0, nr, 0, ring.full_barrier(it));
+    }
+  }
+}
+
 // TA, TB: __nv_fp8_e4m3 or __nv_fp8_e5m2. kBlockScaled: block-wise scales applied at promotion
 // (else per-tensor / row-wise scales in the epilogue). Cluster c (of kCluster CTAs; a CTA alone
 // without clusters) computes units c, c + G, c + 2G, ... (G clusters in the grid): tiles in the
@@ -234,30 +266,8 @@ __device__ __forceinline__ void wgmma_fp8_body(const CUtensorMap* tma_a, const C
   if (wg == 0) {
     // ---- producer: one thread issues every TMA load ----
     ptx::setmaxnreg_dec<40>();
-    if (t == 0) {
-      RingPos it;
-      for (int64_t u = first_unit; u < units; u += unit_step) {
-        int kb0, kb1;
-        const sched::TileCoord tc = unit(u, kb0, kb1);
-        // A cluster partner past the last M block loads the last real block instead.
-        const int32_t m0 = static_cast<int32_t>(std::min<int64_t>(tc.m_block, m_blocks - 1) * kBlockM);
-        const int32_t n0 = static_cast<int32_t>(tc.n_block * kBlockN);
-        // This CTA's share of B: rows [nr, nr + 128 / kC) of the tile, at the same place in every
-        // CTA of the cluster (a share past N is clamped to n0: its columns are never stored).
-        constexpr int kBRows = kBlockN / kC;
-        const int32_t nr = n0 + int32_t(rank) * kBRows < g.n ? n0 + int32_t(rank) * kBRows : n0;
-        for (int kb = kb0; kb < kb1; ++kb, ++it) {
-          const int s = it.stage();
-          ring.producer_acquire(it);
-          ring.producer_expect_tx(it, kStageBytes);  // whole boxes (both shares of B): out-of-bounds bytes count too
-          const int32_t k0 = kb * kBlockK;
-          ptx::tma_load_3d(sa_tiles + s * kTileBytes, tma_a, k0, m0, 0, ring.full_barrier(it));  // box (128 K, 128 M)
-          uint8_t* b_dst = sb_tiles + s * kTileBytes + rank * kBRows * kBlockK;                // box (128 K, kBRows N)
-          if constexpr (kC > 1) ptx::tma_load_3d_multicast(b_dst, tma_b, k0, nr, 0, ring.full_barrier(it), (1u << kC) - 1);
-          else ptx::tma_load_3d(b_dst, tma_b, k0, nr, 0, ring.full_barrier(it));
-        }
-      }
-    }
+    if (t == 0)
+      produce_k_blocks<kC>(tma_a, tma_b, g, sa_tiles, sb_tiles, ring, first_unit, units, unit_step, m_blocks, rank, unit);
   } else {
     // ---- consumers: wgmma per k-block into `blk`, promoted into `acc` ----
     ptx::setmaxnreg_inc<232>();
@@ -374,10 +384,10 @@ inline CUtensorMap fp8_matrix_map(const void* base, int64_t rows, int64_t k, int
 
 // How many clusters of kCluster CTAs of `kernel` the device runs at once (the SMs for
 // kCluster = 1; GPCs with an odd SM count leave SMs unpaired), computed once per kernel, after
-// the shared-memory opt-in (made on every device).
+// the shared-memory opt-in (made on every device) of `smem_bytes`.
 template <int kCluster, class Kernel>
-int fp8_max_units(Kernel kernel) {
-  allow_dynamic_smem(kernel, kSmemBytes);
+int fp8_max_units(Kernel kernel, int smem_bytes = kSmemBytes) {
+  allow_dynamic_smem(kernel, smem_bytes);
   static std::mutex mu;
   static std::map<const void*, int> known;
   std::lock_guard<std::mutex> lock(mu);
@@ -388,7 +398,7 @@ int fp8_max_units(Kernel kernel) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(kCluster * units);
     cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.dynamicSmemBytes = smem_bytes;
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeClusterDimension;
     attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
