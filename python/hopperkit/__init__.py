@@ -26,7 +26,7 @@ from ._C import __version__, git_sha
 from ._core import VariantInfo, bench, explain, families, problem, reference, run, supports, variants
 from ._core import torch as _torch
 from ._op import kernel_op, new_like
-from .attention import attention, attention_varlen, scaled_dot_product_attention
+from .attention import attention, attention_fp8, attention_varlen, scaled_dot_product_attention
 from .block_ops import (linear_residual, rope, rope_attention, rope_backward, rope_tables, swiglu,
                         swiglu_backward)
 from .conv import conv2d, conv2d_single_channel
@@ -40,7 +40,7 @@ if _torch is not None:
     from . import nn
 
 __all__ = [
-    "VariantInfo", "__version__", "add_scalar", "attention", "attention_varlen", "bench", "conv2d",
+    "VariantInfo", "__version__", "add_scalar", "attention", "attention_fp8", "attention_varlen", "bench", "conv2d",
     "conv2d_single_channel", "explain", "families", "gelu",
     "gelu_backward", "git_sha", "kernel_op", "linear", "linear_residual", "matmul", "new_like", "outer_add", "outer_mul_relu",
     "problem", "reference", "rms_norm", "rope", "rope_attention", "rope_backward", "rope_tables", "row_scale_relu", "row_sum", "run",

@@ -110,6 +110,50 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, dout: Any, lse: Any, *, c
                                int(right), float(softcap or 0.0), layout, bool(deterministic))
 
 
+# ---- FP8 (e4m3) forward -------------------------------------------------------------------------
+
+@kernel_op("attention", name="attention_fp8", attrs={"fp8": True}, layout="heads")
+def _attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_descale: Tensor, k_descale: Tensor, v_descale: Tensor,
+                   causal: bool = False, scale: float = 0.0, window_left: int = -1, window_right: int = -1,
+                   softcap: float = 0.0, layout: str = "bshd") -> tuple[Tensor, Tensor]:
+    # o bf16 of q's shape; lse f32 [B, Hq, Sq] of the descaled scores.
+    b = q.shape[0]
+    h, s = (q.shape[2], q.shape[1]) if layout == "bshd" else (q.shape[1], q.shape[2])
+    return new_like(q, dtype="bf16"), new_like(q, shape=(b, h, s), dtype="f32")
+
+
+def attention_fp8(q: Any, k: Any, v: Any, q_descale: Any = None, k_descale: Any = None, v_descale: Any = None, *,
+                  causal: bool = False, scale: float | None = None, window: tuple[int, int] | None = None,
+                  softcap: float | None = None, layout: str = "bshd", return_lse: bool = False) -> Any:
+    """FlashAttention-3's FP8 forward: ``softmax(scale * dq * dk * q k^T + mask) (dv * v)`` with
+    ``q``, ``k``, ``v`` in ``torch.float8_e4m3fn`` and the output in bf16.
+
+    Shapes, layouts, GQA, masks and ``scale`` as ``attention``. ``q_descale``, ``k_descale``,
+    ``v_descale``: float32 [B, Hkv], one per (batch, kv head) — query head h uses its kv head's
+    (FlashAttention-3's ``flash_attn_func(..., q_descale=, k_descale=, v_descale=)``); None means
+    1. The tensor-core path rounds P to e4m3 (relative error up to 2^-4 per probability, as
+    FlashAttention-3 does); what it declines (head dims that are not multiples of 16 up to 128,
+    ``softcap``, strides TMA cannot read) runs the general kernel with P in f32. Returns o
+    (bf16) and, with ``return_lse``, lse f32 [B, Hq, Sq]. Inference only: no gradient.
+    """
+    if layout not in ("bshd", "bhsd"):
+        raise ValueError(f"hk.attention_fp8: layout must be 'bshd' or 'bhsd', got {layout!r}")
+    import torch
+
+    b = k.shape[0]
+    hkv = k.shape[2] if layout == "bshd" else k.shape[1]
+
+    def descale(x: Any) -> Any:
+        if x is None:
+            return torch.ones((b, hkv), dtype=torch.float32, device=q.device)
+        return x.contiguous()
+
+    left, right = (-1, -1) if window is None else window
+    o, lse = _attention_fp8(q, k, v, descale(q_descale), descale(k_descale), descale(v_descale), bool(causal),
+                            float(scale or 0.0), int(left), int(right), float(softcap or 0.0), layout)
+    return (o, lse) if return_lse else o
+
+
 # ---- variable length (thd) ----------------------------------------------------------------------
 
 def varlen_layout_ok(t: Any) -> bool:

@@ -90,6 +90,49 @@ TEST(AttentionBadInput, Dtypes) {
                [&] { hk::attention_backward(q, q, q, q, q, lse, q, kh, q); });
 }
 
+// The FP8 forward's own rules: e4m3 q, k, v with f32 [B, Hkv] descales, a bf16 o; e4m3 is not
+// taken by the 16-bit entry points (nor by any backward).
+TEST(AttentionBadInput, Fp8) {
+  auto q8 = t4(DType::kF8E4M3, {2, 8, 4, 64}), k8 = t4(DType::kF8E4M3, {2, 8, 2, 64});
+  auto o = t4(DType::kBF16, {2, 8, 4, 64}), lse = t4(DType::kF32, {2, 4, 8});
+  TensorView ds(fake_ptr(256), DType::kF32, {2, 2});
+  auto fp8 = [&](const TensorView& q, const TensorView& k, const TensorView& d0, const TensorView& out) {
+    hk::attention_fp8(q, k, k, d0, ds, ds, out, lse);
+  };
+  expect_error(ErrorKind::kType, "q is bf16, expected e4m3", [&] { fp8(o, k8, ds, o); });
+  expect_error(ErrorKind::kType, "k is bf16, expected e4m3", [&] { hk::attention_fp8(q8, o, k8, ds, ds, ds, o, lse); });
+  expect_error(ErrorKind::kType, "o is e4m3, expected bf16", [&] { fp8(q8, k8, ds, q8); });
+  TensorView ds16(fake_ptr(256), DType::kF16, {2, 2});
+  expect_error(ErrorKind::kType, "q_descale is f16, expected f32", [&] { fp8(q8, k8, ds16, o); });
+  TensorView ds_heads(fake_ptr(256), DType::kF32, {2, 4});  // [B, Hq] instead of [B, Hkv]
+  expect_error(ErrorKind::kValue, "expected [2x2] (B, Hkv)", [&] { fp8(q8, k8, ds_heads, o); });
+  TensorView ds_t(fake_ptr(256), DType::kF32, {2, 2}, {1, 2});
+  expect_error(ErrorKind::kNotSupported, "q_descale must be contiguous", [&] { fp8(q8, k8, ds_t, o); });
+  auto o_short = t4(DType::kBF16, {2, 7, 4, 64});
+  expect_error(ErrorKind::kValue, "o has shape", [&] { fp8(q8, k8, ds, o_short); });
+  expect_error(ErrorKind::kType, "FP8 inputs go through attention_fp8", [&] { hk::attention(q8, k8, k8, o, lse); });
+  auto* fam = hk::Registry::get().family("attention");
+  hk::Attrs bwd;
+  bwd.set("backward", true);
+  auto lse8 = t4(DType::kF32, {2, 4, 8});
+  expect_error(ErrorKind::kType, "FP8 inputs go through attention_fp8",
+               [&] { fam->make_problem({q8, k8, k8, q8, q8, lse8}, bwd); });
+  hk::Attrs as_fp8;
+  as_fp8.set("fp8", true);
+  expect_error(ErrorKind::kValue, "attention_fp8: takes 6 inputs", [&] { fam->make_problem({q8, k8, k8}, as_fp8); });
+  expect_error(ErrorKind::kType, "q is bf16, expected e4m3", [&] { fam->make_problem({o, k8, k8, ds, ds, ds}, as_fp8); });
+  expect_error(ErrorKind::kType, "FP8 inputs go through attention_fp8", [&] { fam->make_problem({q8, k8, k8}, hk::Attrs{}); });
+  as_fp8.set("backward", true);
+  expect_error(ErrorKind::kNotSupported, "forward only", [&] { fam->make_problem({q8, k8, k8, ds, ds, ds}, as_fp8); });
+  hk::Attrs thd_fp8;
+  thd_fp8.set("fp8", true);
+  thd_fp8.set("layout", std::string("thd"));
+  expect_error(ErrorKind::kNotSupported, "thd", [&] { fam->make_problem({q8, k8, k8, ds, ds, ds}, thd_fp8); });
+  // No keys: nothing for TMA to describe, so the general rung (O = 0, lse = -inf), not v10.
+  AttentionProblem nok(1, 8, 0, 2, 1, 16, DType::kF8E4M3, false);
+  EXPECT_EQ(hk::Registry::get().pick(nok).name(), "v02_online_softmax");
+}
+
 TEST(AttentionBadInput, LayoutsAndOptions) {
   auto q = t4(DType::kBF16, {1, 8, 2, 64});
   auto lse = t4(DType::kF32, {1, 2, 8});
@@ -398,6 +441,14 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   auto* bs = dynamic_cast<const AttentionProblem*>(bench[2].get());
   ASSERT_NE(bs, nullptr);
   EXPECT_EQ(bs->str_q.s, 32 * 64);  // bshd at S = 512, D = 64: Hq = 32 heads per row of s
+  // `--dtype e4m3`: the FP8 forward only (no backward problem), served by its tensor-core rung
+  sel.shapes = {"4096x128x1"};
+  sel.dtypes = {DType::kF8E4M3};
+  bench = reg.family("attention")->bench_problems(sel);
+  ASSERT_EQ(bench.size(), 1u);
+  EXPECT_EQ(bench[0]->key(), "4x4096x4096_h16x16_d128_e4m3_causal_fwd");
+  EXPECT_EQ(reg.pick(*bench[0]).name(), "v10_fp8_forward");
+  sel.dtypes = {};
   sel.shapes = {"2048x128:bhds"};
   expect_error(ErrorKind::kValue, "layout is bshd or bhsd", [&] { reg.family("attention")->bench_problems(sel); });
   sel.shapes = {"2048x128x1x1:bhsd"};

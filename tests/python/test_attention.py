@@ -584,3 +584,82 @@ def test_sdpa_compiles_and_matches_torch_errors(cuda):
         hk.scaled_dot_product_attention(q, k, k)
     with pytest.raises(RuntimeError):  # torch refuses the same call
         F.scaled_dot_product_attention(q, k, k)
+
+
+# ---- FP8 (e4m3) forward ---------------------------------------------------------------------------
+
+def _fp8_operands(b, sq, sk, hq, hkv, d, device, seed):
+    """e4m3 q, k, v quantised per (batch, kv head) with FlashAttention-3's descales (amax / 448;
+    q's heads grouped under their kv head), the descales, and the fp64 dequantised tensors."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    g = hq // hkv
+
+    def quant(x, heads):
+        xb = x.unflatten(2, (hkv, heads))                             # [B, S, Hkv, heads, D]
+        ds = (xb.abs().amax(dim=(1, 3, 4)) / 448.0).clamp_min(1e-12)  # [B, Hkv]
+        xq = (xb / ds[:, None, :, None, None]).to(torch.float8_e4m3fn).flatten(2, 3)
+        deq = (xq.double().unflatten(2, (hkv, heads)) * ds.double()[:, None, :, None, None]).flatten(2, 3)
+        return xq.to(device), ds.float().to(device), deq
+
+    (q, dq, q64), (k, dk, k64), (v, dv, v64) = (quant(torch.randn(b, s, h, d, generator=gen) * m, heads)
+                                                for s, h, m, heads in ((sq, hq, 2.0, g), (sk, hkv, 1.0, 1),
+                                                                       (sk, hkv, 1.0, 1)))
+    return (q, k, v, dq, dk, dv), (q64, k64, v64)
+
+
+def _fp8_reason_cpu():
+    """Why the CPU (fp64 reference) path cannot take float8 tensors here, or ''."""
+    import torch
+    try:
+        torch.utils.dlpack.to_dlpack(torch.zeros(1, dtype=torch.float8_e4m3fn))
+        return ""
+    except Exception as e:  # noqa: BLE001 - any refusal is the reason
+        return f"this torch cannot export float8 tensors through DLPack ({e})"
+
+
+@pytest.fixture(params=["cuda", "cpu"])
+def fp8_dev(request):
+    if request.param == "cuda":
+        return request.getfixturevalue("cuda")
+    torch = request.getfixturevalue("torch_mod")
+    if _fp8_reason_cpu():
+        pytest.skip(_fp8_reason_cpu())
+    return torch.device("cpu")
+
+
+# D = 64 / 128 on the tensor-core rung (fixed lengths), D = 40 and softcap on the general one.
+@pytest.mark.parametrize("d,causal,softcap", [(64, False, 0.0), (128, True, 0.0), (40, False, 0.0), (64, True, 15.0)])
+def test_attention_fp8_matches_dequantised_reference(fp8_dev, d, causal, softcap):
+    import torch
+    (q, k, v, dq, dk, dv), (q64, k64, v64) = _fp8_operands(2, 200, 200, 4, 2, d, fp8_dev, seed=d)
+    o, lse = hk.attention_fp8(q, k, v, dq, dk, dv, causal=causal, softcap=softcap, return_lse=True)
+    assert o.dtype == torch.bfloat16 and o.shape == q.shape and lse.shape == (2, 4, 200)
+    want, want_lse = np_attention(q64.numpy(), k64.numpy(), v64.numpy(), causal=causal, softcap=softcap)
+    want = torch.from_numpy(want)
+    # P rounded to e4m3 (relative 2^-4 per probability) moves O by at most 2^-4 max|v|; bf16 out.
+    bound = 2.0 ** -3 * v64.abs().max().item() + 2.0 ** -8 * want.abs().max().item()
+    assert (o.double().cpu() - want).abs().max().item() <= bound
+    np.testing.assert_allclose(lse.cpu().numpy(), want_lse, atol=2e-3, rtol=1e-3)
+
+
+def test_attention_fp8_bhsd_default_descales(fp8_dev):
+    import torch
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 96, 64, generator=gen).to(torch.float8_e4m3fn).to(fp8_dev) for _ in range(3))
+    o = hk.attention_fp8(q, k, v, layout="bhsd")  # descales None: 1
+    want = sdpa_ref(*(x.double().transpose(1, 2).cpu() for x in (q, k, v)), False).transpose(1, 2)
+    assert (o.double().cpu() - want).abs().max().item() <= 2.0 ** -3 * v.float().abs().max().item()
+
+
+def test_attention_fp8_bad_input(fp8_dev):
+    import torch
+    q = torch.zeros(1, 8, 2, 64, dtype=torch.float8_e4m3fn, device=fp8_dev)
+    with pytest.raises(TypeError, match="expected e4m3"):
+        hk.attention_fp8(q.to(torch.bfloat16), q, q)
+    with pytest.raises(ValueError, match=r"expected \[1x2\] \(B, Hkv\)"):
+        hk.attention_fp8(q, q, q, torch.ones(1, 3, device=fp8_dev))
+    with pytest.raises(TypeError, match="FP8 inputs go through attention_fp8"):
+        hk.attention(q, q, q)
+    with pytest.raises(ValueError, match="layout must be"):
+        hk.attention_fp8(q, q, q, layout="thd")

@@ -65,6 +65,18 @@ struct AttentionOptions {
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
                const TensorView& lse, const AttentionOptions& options = {}, cudaStream_t stream = nullptr);
 
+// The FP8 forward (FlashAttention-3's): q, k, v e4m3 in the layouts attention() takes (bshd or
+// bhsd), each with an f32 descale per (batch, kv head): q_descale, k_descale, v_descale
+// [B, Hkv], contiguous (query head h uses kv head h / (Hq / Hkv)'s). Computes
+//   o = softmax(scale q_descale k_descale q k^T + mask) (v_descale v)
+// with o bf16 (q's shape) and lse f32 of the descaled scores; masks, GQA and scale as attention().
+// P is rounded to e4m3 on the tensor-core path (relative error up to 2^-4 per probability); the
+// general path (head dims other than multiples of 16 up to 128, softcap, strides TMA cannot read)
+// keeps it in f32. No backward: FP8 attention is an inference op here.
+void attention_fp8(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& q_descale,
+                   const TensorView& k_descale, const TensorView& v_descale, const TensorView& o, const TensorView& lse,
+                   const AttentionOptions& options = {}, cudaStream_t stream = nullptr);
+
 // dq, dk, dv from q, k, v, o, dout and the forward's lse (P is recomputed from lse).
 void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
                         const TensorView& dout, const TensorView& lse, const TensorView& dq,

@@ -154,7 +154,8 @@ double AttentionProblem::bytes() const {
   const double rk = is_varlen() ? double(total_k) : double(batch) * seqlen_k;
   const double qn = rq * heads_q * head_dim, kn = rk * heads_kv * head_dim;
   const double lse = rq * heads_q * 4;
-  if (!backward) return e * (2 * qn + 2 * kn) + lse;     // q, k, v read; o written
+  const double eo = dtype == DType::kF8E4M3 ? 2 : e;    // e4m3 in, bf16 out
+  if (!backward) return e * (qn + 2 * kn) + eo * qn + lse;  // q, k, v read; o written
   return e * (3 * qn + 2 * kn) + lse + e * (qn + 2 * kn);  // q, k, v, o, dout read; dq, dk, dv written
 }
 
@@ -169,14 +170,18 @@ std::vector<int64_t> logical_shape(const AttentionProblem& p, bool kv) {
   return {p.batch, h, s, p.head_dim};
 }
 
-TensorSpec spec(const AttentionProblem& p, const char* name, bool kv, const AttnStrides& s, Dist dist, double scale) {
-  TensorSpec t{name, p.dtype, logical_shape(p, kv), {}, dist, scale, {}};
+TensorSpec spec(const AttentionProblem& p, const char* name, bool kv, const AttnStrides& s, Dist dist, double scale,
+               DType dtype) {
+  TensorSpec t{name, dtype, logical_shape(p, kv), {}, dist, scale, {}};
   if (!(s == p.default_strides(kv))) {
     if (p.is_varlen()) t.strides = {s.s, s.h, 1};
     else if (p.layout == AttentionLayout::kBSHD) t.strides = {s.b, s.s, s.h, 1};
     else t.strides = {s.b, s.h, s.s, 1};
   }
   return t;
+}
+TensorSpec spec(const AttentionProblem& p, const char* name, bool kv, const AttnStrides& s, Dist dist, double scale) {
+  return spec(p, name, kv, s, dist, scale, p.dtype);
 }
 
 // Flat logical index of element (b, s, h, d) of a q-like or k-like tensor; thd: row s of
@@ -230,7 +235,7 @@ struct Oracle {
         ik{prob.seqlen_k, prob.heads_kv, prob.head_dim, prob.layout, &k0},
         D(prob.head_dim) {
     if (p.is_varlen()) {
-      const size_t cu = p.backward ? 6 : 3;
+      const size_t cu = p.backward || p.dtype == DType::kF8E4M3 ? 6 : 3;  // after lse, or the e4m3 descales
       if (in.size() < cu + 2) HK_THROW(kValue, "attention_varlen: the reference needs cu_seqlens_q and cu_seqlens_k");
       read_cu_seqlens(in[cu], "cu_seqlens_q", p.batch, p.total_q, p.seqlen_q, q0, sq);
       read_cu_seqlens(in[cu + 1], "cu_seqlens_k", p.batch, p.total_k, p.seqlen_k, k0, sk);
@@ -249,6 +254,10 @@ struct Oracle {
   const double* q(int64_t b, int64_t i, int64_t h) const { return in[0].values.data() + iq(b, i, h, 0); }
   const double* k(int64_t b, int64_t j, int64_t hk) const { return in[1].values.data() + ik(b, j, hk, 0); }
   const double* v(int64_t b, int64_t j, int64_t hk) const { return in[2].values.data() + ik(b, j, hk, 0); }
+  // e4m3 forward: the descales of (b, kv head hk), inputs 3-5 ([B, Hkv]); 1 otherwise.
+  double descale(int which, int64_t b, int64_t hk) const {
+    return p.dtype == DType::kF8E4M3 ? in[3 + which].values[b * p.heads_kv + hk] : 1.0;
+  }
   const double* o(int64_t b, int64_t i, int64_t h) const { return in[3].values.data() + iq(b, i, h, 0); }
   const double* dout(int64_t b, int64_t i, int64_t h) const { return in[4].values.data() + iq(b, i, h, 0); }
   double lse_in(int64_t b, int64_t h, int64_t i) const { return in[5].values[lse_at(b, h, i)]; }
@@ -260,7 +269,8 @@ struct Oracle {
   }
   // The score after scale and softcap; t receives tanh(raw / softcap) (0 without softcap).
   double score(int64_t b, int64_t i, int64_t h, int64_t j, double* t = nullptr) const {
-    double s = p.scale * dot(q(b, i, h), k(b, j, h / p.group()), D);
+    const int64_t hk = h / p.group();
+    double s = p.scale * descale(0, b, hk) * descale(1, b, hk) * dot(q(b, i, h), k(b, j, hk), D);
     if (p.softcap > 0) {
       const double th = std::tanh(s / p.softcap);
       if (t) *t = th;
@@ -287,7 +297,8 @@ struct Oracle {
       const double* vr = v(b, j, h / p.group());
       for (int64_t d = 0; d < D; ++d) o_row[d] += e * vr[d];
     }
-    for (int64_t d = 0; d < D; ++d) o_row[d] /= sum;
+    const double dv = descale(2, b, h / p.group());
+    for (int64_t d = 0; d < D; ++d) o_row[d] *= dv / sum;
     lse = m + std::log(sum);
   }
 
@@ -382,6 +393,9 @@ std::vector<TensorSpec> AttentionProblem::inputs() const {
     }
   };
   if (!backward) {
+    if (dtype == DType::kF8E4M3)  // per (batch, kv head) descales, positive
+      for (const char* name : {"q_descale", "k_descale", "v_descale"})
+        in.push_back(TensorSpec{name, DType::kF32, {batch, heads_kv}, {}, Dist::kPositive, 2.0, {}});
     add_cu();
     return in;
   }
@@ -438,17 +452,29 @@ std::vector<TensorSpec> AttentionProblem::outputs() const {
   if (!backward) {
     std::vector<int64_t> lse_shape = is_varlen() ? std::vector<int64_t>{heads_q, total_q}
                                                  : std::vector<int64_t>{batch, heads_q, seqlen_q};
-    return {spec(*this, "o", false, str_o, Dist::kNormal, 1.0),
+    const DType o_dtype = dtype == DType::kF8E4M3 ? DType::kBF16 : dtype;  // e4m3 in, bf16 out
+    return {spec(*this, "o", false, str_o, Dist::kNormal, 1.0, o_dtype),
             TensorSpec{"lse", DType::kF32, lse_shape, {}, Dist::kNormal, 1.0, {}}};
   }
   return {spec(*this, "dq", false, str_dq, Dist::kNormal, 1.0), spec(*this, "dk", true, str_dk, Dist::kNormal, 1.0),
           spec(*this, "dv", true, str_dv, Dist::kNormal, 1.0)};
 }
 
+// e4m3: the largest |descale x v| (the tolerance's scale); 1 for the 16-bit dtypes.
+void AttentionProblem::note_v_absmax(const std::vector<HostTensor>& in) const {
+  v_absmax = 1.0;
+  if (dtype != DType::kF8E4M3 || backward) return;
+  double dmax = 0, vmax = 0;
+  for (double x : in[5].values) dmax = std::max(dmax, std::abs(x));
+  for (double x : in[2].values) vmax = std::max(vmax, std::abs(x));
+  v_absmax = dmax * vmax;
+}
+
 // Row by row (forward, dq) and key column by key column (dk, dv), over every sequence. thd rows
 // outside every sequence (before cu[0] or past cu[B]) get O = 0, lse = -inf and zero gradients.
 void AttentionProblem::reference(const std::vector<HostTensor>& in, std::vector<HostTensor>& out) const {
   Oracle orc(*this, in);
+  note_v_absmax(in);
   const int64_t D = head_dim;
   if (is_varlen())
     for (size_t o = 0; o < out.size(); ++o)
@@ -506,6 +532,7 @@ bool AttentionProblem::reference_at(const std::vector<HostTensor>& in, int outpu
                                     const std::vector<int64_t>& flat, std::vector<double>& values) const {
   if (is_varlen()) return reference_at_thd(in, output_index, flat, values);
   Oracle orc(*this, in);
+  note_v_absmax(in);
   const int64_t D = head_dim;
   const bool lse_out = !backward && output_index == 1;
   const bool kv_out = backward && output_index >= 1;
@@ -568,6 +595,7 @@ bool AttentionProblem::reference_at(const std::vector<HostTensor>& in, int outpu
 bool AttentionProblem::reference_at_thd(const std::vector<HostTensor>& in, int output_index,
                                         const std::vector<int64_t>& flat, std::vector<double>& values) const {
   Oracle orc(*this, in);
+  note_v_absmax(in);
   const int64_t D = head_dim;
   const bool lse_out = !backward && output_index == 1;
   const bool kv_out = backward && output_index >= 1;
@@ -638,7 +666,19 @@ bool AttentionProblem::reference_at_thd(const std::vector<HostTensor>& in, int o
 // what the emulation leaves out), and checks that dropping one key fails it. Relative: 2 u (the
 // final rounding, reference and kernel landing on neighbouring values). lse is f32 throughout:
 // exp2/log2 approximations and f32 scores, a few 1e-6 of values up to ~10.
+// e4m3 (forward): P is rounded to e4m3 (3 mantissa bits, relative error up to 2^-4) before PV,
+// and the row sum is taken before that rounding, so O's error is at most 2 x 2^-4 x max |dv v|
+// over the row's keys (the weights sum to 1). That worst case is 5-50x the error an emulation of
+// the kernel's rounding reaches on the test problems (0.08-0.2 x RMS(O)), and loose enough to
+// pass a kernel that ignores v_descale; so O is held to the smaller of it and RMS(O) / 2. The
+// scores' products are exact, their f32 sums in the tensor cores keep ~14 bits: lse within 1e-3
+// of values up to ~10.
 Tolerance AttentionProblem::tolerance(int output_index) const {
+  if (dtype == DType::kF8E4M3) {
+    if (output_index == 1) return {1e-3, 1e-3};
+    const double rms = !out_rms.empty() ? out_rms[0] : 1.0;
+    return {std::min(0x1p-3 * std::max(v_absmax, 1e-3), 0.5 * std::max(rms, 1e-3)), 0x1p-8};
+  }
   const double u = unit_roundoff();
   if (!backward && output_index == 1) return {2e-5, 1e-5};
   const double rms = output_index < int(out_rms.size()) ? out_rms[output_index] : 1.0;
@@ -656,6 +696,7 @@ Attrs AttentionProblem::attrs() const {
                                  : layout == AttentionLayout::kBHSD ? "bhsd"
                                                                     : "thd")}};
   if (backward) a.set("deterministic", deterministic);
+  if (dtype == DType::kF8E4M3) a.set("fp8", true);  // attention_fp8: the descales follow v
   if (is_varlen()) a.set("max_seqlen_q", seqlen_q), a.set("max_seqlen_k", seqlen_k);
   return a;
 }
@@ -675,6 +716,11 @@ AttentionArgs AttentionArgs::bind(const AttentionProblem& p, const Operands& ops
   } else {
     a.out = ops.out.at(0).data;
     a.lse_out = static_cast<float*>(ops.out.at(1).data);
+    if (p.dtype == DType::kF8E4M3) {
+      a.q_descale = static_cast<const float*>(ops.in.at(3).data);
+      a.k_descale = static_cast<const float*>(ops.in.at(4).data);
+      a.v_descale = static_cast<const float*>(ops.in.at(5).data);
+    }
   }
   a.batch = p.batch, a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k;
   a.heads_q = p.heads_q, a.heads_kv = p.heads_kv, a.head_dim = p.head_dim;
@@ -688,7 +734,7 @@ AttentionArgs AttentionArgs::bind(const AttentionProblem& p, const Operands& ops
   a.backward = p.backward;
   a.deterministic = p.deterministic;
   if (p.is_varlen()) {
-    const size_t cu = p.backward ? 6 : 3;
+    const size_t cu = p.backward || p.dtype == DType::kF8E4M3 ? 6 : 3;  // after lse, or the e4m3 descales
     a.cu_q = static_cast<const int32_t*>(ops.in.at(cu).data);
     a.cu_k = static_cast<const int32_t*>(ops.in.at(cu + 1).data);
     a.total_q = p.total_q, a.total_k = p.total_k;
@@ -709,14 +755,19 @@ struct Dims {
 };
 
 // thd: [total, H, D], b = 1 and a batch stride of 0 (the sequences' rows come from cu_seqlens).
-Dims dims_of(const char* op, const char* name, const TensorView& t, AttentionLayout layout) {
+// `fp8`: the op takes e4m3 (attention_fp8's q, k, v); else bf16 or f16.
+Dims dims_of(const char* op, const char* name, const TensorView& t, AttentionLayout layout, bool fp8 = false) {
   const bool thd = layout == AttentionLayout::kTHD, bshd = layout == AttentionLayout::kBSHD;
   const int rank = thd ? 3 : 4;
   if (t.rank() != rank)
     HK_THROW(kValue, op, ": ", name, " must have ", rank, " dimensions (",
              thd ? "total, H, D" : bshd ? "B, S, H, D" : "B, H, S, D", "), got ", t.rank(), " (shape [",
              shape_to_string(t.shape), "])");
-  if (t.dtype != DType::kBF16 && t.dtype != DType::kF16)
+  if (fp8 && t.dtype != DType::kF8E4M3)
+    HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected e4m3 (16-bit inputs: attention)");
+  if (!fp8 && t.dtype == DType::kF8E4M3)
+    HK_THROW(kType, op, ": ", name, " is e4m3; FP8 inputs go through attention_fp8, with their descales (forward only)");
+  if (!fp8 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
     HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected bf16 or f16");
   for (int i = 0; i < rank; ++i)
     if (t.shape[i] < 0) HK_THROW(kValue, op, ": ", name, " has a negative extent: [", shape_to_string(t.shape), "]");
@@ -730,7 +781,9 @@ Dims dims_of(const char* op, const char* name, const TensorView& t, AttentionLay
     HK_THROW(kNotSupported, op, ": ", name, " has a negative stride");
   if (t.numel() > 0 && t.data == nullptr)
     HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
-  if (t.numel() > 0 && t.alignment() < 2) HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its 2-byte elements");
+  const int elem = dtype_bits(t.dtype) / 8;
+  if (t.numel() > 0 && t.alignment() < elem)
+    HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its ", elem, "-byte elements");
   return d;
 }
 
@@ -796,15 +849,30 @@ void check_cu(const char* op, const char* name, const TensorView& t) {
   if (t.alignment() < 4) HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its 4-byte elements");
 }
 
+// An e4m3 descale: f32 [B, Hkv], contiguous (FlashAttention-3's convention: query head h uses the
+// descale of its kv head h / (Hq / Hkv)).
+// `hkv`: k's head count as given (0 with no heads at all: an empty problem).
+void check_descale(const char* op, const char* name, const TensorView& t, int64_t batch, int64_t hkv) {
+  if (t.dtype != DType::kF32) HK_THROW(kType, op, ": ", name, " is ", to_string(t.dtype), ", expected f32");
+  if (t.shape != std::vector<int64_t>{batch, hkv})
+    HK_THROW(kValue, op, ": ", name, " has shape [", shape_to_string(t.shape), "], expected [", batch, "x", hkv,
+             "] (B, Hkv)");
+  if (!t.is_contiguous()) HK_THROW(kNotSupported, op, ": ", name, " must be contiguous, got ", t.describe());
+  if (t.numel() > 0 && t.data == nullptr) HK_THROW(kValue, op, ": ", name, " is a null pointer with ", t.numel(), " elements");
+  if (t.numel() > 0 && t.alignment() < 4) HK_THROW(kNotSupported, op, ": ", name, " is not aligned to its 4-byte elements");
+}
+
 // The problem q, k, v (and, backward, o, dout, lse) pose; outputs contiguous until the caller
 // says otherwise. `vl`: the thd inputs (opt.layout kTHD).
+// `fp8`: attention_fp8 (e4m3 q, k, v; in[3..5] the descales).
 AttentionProblem checked(const char* op, const std::vector<const TensorView*>& in, const AttentionOptions& opt,
-                         bool bwd, const VarlenIn* vl = nullptr) {
+                         bool bwd, const VarlenIn* vl = nullptr, bool fp8 = false) {
   if ((opt.layout == AttentionLayout::kTHD) != (vl != nullptr))
     HK_THROW(kValue, op, vl ? ": the packed (thd) layout is set by attention_varlen"
                             : ": layout thd (packed sequences) is attention_varlen's; use it with cu_seqlens");
   const TensorView &q = *in[0], &k = *in[1], &v = *in[2];
-  Dims dq = dims_of(op, "q", q, opt.layout), dk = dims_of(op, "k", k, opt.layout), dv = dims_of(op, "v", v, opt.layout);
+  Dims dq = dims_of(op, "q", q, opt.layout, fp8), dk = dims_of(op, "k", k, opt.layout, fp8),
+       dv = dims_of(op, "v", v, opt.layout, fp8);
   if (k.dtype != q.dtype) HK_THROW(kType, op, ": k is ", to_string(k.dtype), " but q is ", to_string(q.dtype));
   if (v.dtype != q.dtype) HK_THROW(kType, op, ": v is ", to_string(v.dtype), " but q is ", to_string(q.dtype));
   if (dk.b != dq.b) HK_THROW(kValue, op, ": k has batch ", dk.b, " but q has ", dq.b);
@@ -829,6 +897,10 @@ AttentionProblem checked(const char* op, const std::vector<const TensorView*>& i
   apply_options(op, p, opt);
   p.str_q = dq.st, p.str_k = dk.st, p.str_v = dv.st;
   std::vector<const TensorView*> all = {&q, &k, &v};
+  if (fp8) {
+    const char* names[3] = {"q_descale", "k_descale", "v_descale"};
+    for (int i = 0; i < 3; ++i) check_descale(op, names[i], *in[3 + i], p.batch, dk.h);
+  }
   if (bwd) {
     const TensorView &o = *in[3], &dout = *in[4], &lse = *in[5];
     Dims d_o = dims_of(op, "o", o, opt.layout), d_do = dims_of(op, "dout", dout, opt.layout);
@@ -1008,6 +1080,27 @@ class AttentionFamily final : public Family {
       out.push_back(make(t, false, false));
       out.push_back(make(t, true, false));
     }
+    // e4m3 forward (bf16 out, per-head descales): D = 64 and 128, a key tail, GQA, causal with
+    // Sq != Sk, a window, SDPA's layout
+    for (TestShape t : std::vector<TestShape>{{1, 129, 129, 2, 1, 64, false},
+                                              {1, 300, 700, 4, 2, 128, true},
+                                              {2, 200, 333, 4, 2, 128, false, 100, 30},
+                                              {1, 128, 300, 2, 1, 64, true, -1, -1, 0, 0, L::kBHSD},
+                                              // v10's tiles with columns past D (TMA zero-fill), a padded
+                                              // stride TMA still reads, SDPA's layout with B > 1
+                                              {2, 130, 200, 4, 1, 48, false},
+                                              {1, 257, 129, 2, 2, 96, true},
+                                              {1, 200, 300, 2, 1, 64, false, -1, -1, 0, 0, L::kBSHD, 16},
+                                              {2, 100, 170, 4, 2, 128, false, -1, -1, 0, 0, L::kBHSD},
+                                              // what v10 declines, for the general rung: D = 40, D = 256,
+                                              // softcap, padded rows
+                                              {1, 100, 150, 2, 1, 40, false},
+                                              {1, 70, 90, 2, 2, 256, true},
+                                              {1, 129, 129, 2, 1, 64, false, -1, -1, 20.0},
+                                              {1, 64, 200, 2, 1, 64, false, -1, -1, 0, 0, L::kBSHD, 3}}) {
+      t.dtype = DType::kF8E4M3;
+      out.push_back(make(t, false, false));
+    }
     // deterministic backward on a few shapes (the dq accumulation without atomics)
     for (TestShape t : std::vector<TestShape>{{2, 300, 300, 8, 2, 64, true}, {1, 129, 257, 2, 1, 128, false},
                                               {1, 200, 200, 2, 1, 37, false}, {2, 200, 333, 4, 2, 256, true},
@@ -1081,6 +1174,7 @@ class AttentionFamily final : public Family {
     for (auto& b : list)
       for (DType dt : dtypes)
         for (bool bwd : {false, true}) {
+          if (bwd && dt == DType::kF8E4M3) continue;  // e4m3: a forward only (attention_fp8)
           const int64_t batch = std::max<int64_t>(1, 16384 / b.s), heads = std::max<int64_t>(1, 2048 / b.d);
           if (b.varlen) {
             // The same 16k tokens (at least S) packed as sequences of 3S/2 and S/2 rows in turn
@@ -1107,19 +1201,25 @@ class AttentionFamily final : public Family {
   }
   // inputs {q, k, v} or, with backward=true, {q, k, v, o, dout, lse}; attributes causal, scale,
   // window_left, window_right, softcap, layout ("bshd" | "bhsd"), deterministic (backward).
+  // fp8=true (attention_fp8): inputs {q, k, v, q_descale, k_descale, v_descale}, e4m3 q, k, v.
   // layout "thd" (variable length): inputs {q, k, v, cu_seqlens_q, cu_seqlens_k} or {q, k, v,
   // o, dout, lse, cu_seqlens_q, cu_seqlens_k}, and the attributes max_seqlen_q, max_seqlen_k.
   ProblemPtr make_problem(const std::vector<TensorView>& in, const Attrs& attrs) const override {
     attrs.expect_only("attention", {"backward", "causal", "scale", "window_left", "window_right", "softcap", "layout",
-                                    "deterministic", "max_seqlen_q", "max_seqlen_k"});
+                                    "deterministic", "max_seqlen_q", "max_seqlen_k", "fp8"});
     const bool bwd = attrs.get_bool("attention", "backward", false);
-    const AttentionOptions opt = options_from(bwd ? "attention_backward" : "attention", attrs);
+    // fp8: attention_fp8 (e4m3 q, k, v, then their descales), a forward only. The op is named by
+    // the attribute, not guessed from q's dtype, so that a wrong dtype is reported as one.
+    const bool fp8 = attrs.get_bool("attention", "fp8", false);
+    if (fp8 && bwd) HK_THROW(kNotSupported, "attention_fp8: e4m3 attention has a forward only");
+    const AttentionOptions opt = options_from(bwd ? "attention_backward" : fp8 ? "attention_fp8" : "attention", attrs);
     const bool thd = opt.layout == AttentionLayout::kTHD;
+    if (fp8 && thd) HK_THROW(kNotSupported, "attention_fp8: the packed (thd) layout is not offered for e4m3");
     const char* op = thd ? (bwd ? "attention_varlen_backward" : "attention_varlen")
-                         : (bwd ? "attention_backward" : "attention");
-    const size_t n = (bwd ? 6u : 3u) + (thd ? 2u : 0u);
+                         : (bwd ? "attention_backward" : fp8 ? "attention_fp8" : "attention");
+    const size_t n = (bwd || fp8 ? 6u : 3u) + (thd ? 2u : 0u);
     if (in.size() != n)
-      HK_THROW(kValue, op, ": takes ", n, " inputs (q, k, v", bwd ? ", o, dout, lse" : "",
+      HK_THROW(kValue, op, ": takes ", n, " inputs (q, k, v", bwd ? ", o, dout, lse" : fp8 ? ", q_descale, k_descale, v_descale" : "",
                thd ? ", cu_seqlens_q, cu_seqlens_k" : "", "), got ", in.size());
     const int64_t max_q = attrs.get_int(op, "max_seqlen_q", -1), max_k = attrs.get_int(op, "max_seqlen_k", -1);
     if (!thd && (max_q != -1 || max_k != -1))
@@ -1129,7 +1229,7 @@ class AttentionFamily final : public Family {
     std::vector<const TensorView*> ptrs;
     for (size_t i = 0; i < n - (thd ? 2 : 0); ++i) ptrs.push_back(&in[i]);
     const VarlenIn vl{&in[n - 2], &in[n - 1], max_q, max_k};
-    auto p = std::make_shared<AttentionProblem>(checked(op, ptrs, opt, bwd, thd ? &vl : nullptr));
+    auto p = std::make_shared<AttentionProblem>(checked(op, ptrs, opt, bwd, thd ? &vl : nullptr, fp8));
     p->synthesize_lse = false;  // the caller's lse: no per-row values to make up (see the member)
     return p;
   }
@@ -1175,6 +1275,22 @@ void backward(const char* op, const TensorView& q, const TensorView& k, const Te
 }
 
 }  // namespace
+
+void attention_fp8(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& q_descale,
+                   const TensorView& k_descale, const TensorView& v_descale, const TensorView& o, const TensorView& lse,
+                   const AttentionOptions& options, cudaStream_t stream) {
+  const char* op = "attention_fp8";
+  AttentionProblem p = checked(op, {&q, &k, &v, &q_descale, &k_descale, &v_descale}, options, false, nullptr, true);
+  if (o.dtype != DType::kBF16) HK_THROW(kType, op, ": o is ", to_string(o.dtype), ", expected bf16 (e4m3 in, bf16 out)");
+  const Dims dq = dims_of(op, "q", q, options.layout, true), d_o = dims_of(op, "o", o, options.layout);
+  if (d_o.b != dq.b || d_o.s != dq.s || d_o.h != dq.h || d_o.d != dq.d)
+    HK_THROW(kValue, op, ": o has shape [", shape_to_string(o.shape), "] but q has [", shape_to_string(q.shape), "]");
+  check_lse(op, lse, p);
+  p.str_o = d_o.st;
+  p.align_bytes = std::min(p.align_bytes, min_align({&o, &lse}));
+  if (empty_problem(p)) return;
+  Registry::get().pick(p).run(p, Operands{{q, k, v, q_descale, k_descale, v_descale}, {o, lse}}, stream);
+}
 
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
                const TensorView& lse, const AttentionOptions& options, cudaStream_t stream) {

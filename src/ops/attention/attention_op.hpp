@@ -126,6 +126,10 @@ struct AttentionProblem final : Problem {
   // Set by reference() / reference_at(): each output's root mean square over its finite values,
   // the scale the tolerance's absolute term is relative to (see tolerance()).
   mutable std::vector<double> out_rms;
+  // e4m3: the largest |v x v_descale| of the inputs (note_v_absmax, from reference()), the scale
+  // of O's tolerance.
+  mutable double v_absmax = 1.0;
+  void note_v_absmax(const std::vector<HostTensor>& in) const;
 };
 
 // What a rung's launcher receives. Forward: o, lse written. Backward: dq, dk, dv written.
@@ -144,6 +148,8 @@ struct AttentionArgs {
   // thd: the prefix sums (device, [batch + 1]) and the packed row counts; nullptr otherwise.
   const int32_t *cu_q = nullptr, *cu_k = nullptr;
   int64_t total_q = 0, total_k = 0;
+  // e4m3 forward: per (batch, kv head) descales at [b * Hkv + h] (device f32; nullptr: 1)
+  const float *q_descale = nullptr, *k_descale = nullptr, *v_descale = nullptr;
   // lse (and the backward's per-row scratch, Delta, dQ's f32 accumulator) element of row i of
   // sequence b, query head h: lse_b b + lse_h h + q0 + i, q0 the sequence's first packed row.
   // [B, Hq, Sq]: (Hq Sq, Sq); thd [Hq, total_q]: (0, total_q).

@@ -35,11 +35,13 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -51,22 +53,23 @@
 #include "common/ptx/smem_desc.hpp"
 #include "common/ptx/tma.cuh"
 #include "common/ptx/wgmma.cuh"
+#include "common/ptx/wgmma_fp8.cuh"
 #include "common/ptx/wgmma_regs.hpp"
 #include "core/scratch.hpp"
 
 namespace hk::attn_hopper {
 
-// The shared-memory rows of a kD-column tile of a 16-bit operand, as TMA writes them and wgmma
-// reads them (forward and backward): 128 bytes (64 columns, 128-byte swizzle) per column chunk
-// for D >= 64; the 16- and 32-column tiles keep one chunk of 32- or 64-byte rows under the 32- or
-// 64-byte swizzle (the descriptors say which: ptx/smem_desc.hpp).
-template <int kD>
+// The shared-memory rows of a kD-column tile of kElem-byte elements (2: bf16, f16; 1: e4m3), as
+// TMA writes them and wgmma reads them (forward and backward): 128-byte column chunks (128-byte
+// swizzle) for rows of 128 bytes or more; narrower tiles keep one chunk of 32- or 64-byte rows
+// under the 32- or 64-byte swizzle (the descriptors say which: ptx/smem_desc.hpp).
+template <int kD, int kElem = 2>
 struct RowLayout {
   static_assert(kD == 16 || kD == 32 || kD == 64 || kD == 128 || kD == 256, "16-, 32-, 64-, 128-, 256-column tiles");
-  static constexpr int kRowBytes = kD < 64 ? kD * 2 : 128;  // = the swizzle width
-  static constexpr int kChunkCols = kRowBytes / 2;         // columns per chunk: a TMA box's width
-  static constexpr int kChunks = kD / kChunkCols;          // column chunks per row: TMA boxes
-  static constexpr int kKSteps = kRowBytes / 32;           // k16 steps along one chunk's row
+  static constexpr int kRowBytes = kD * kElem < 128 ? kD * kElem : 128;  // = the swizzle width
+  static constexpr int kChunkCols = kRowBytes / kElem;  // columns per chunk: a TMA box's width
+  static constexpr int kChunks = kD / kChunkCols;       // column chunks per row: TMA boxes
+  static constexpr int kKSteps = kRowBytes / 32;        // 32-byte k steps (k16; e4m3: k32) along a chunk's row
   // LBO is unused by swizzled K-major layouts: the narrow tiles set CuTe's 1 (16 bytes), the
   // 128-byte tiles the 0 they were validated with.
   static constexpr uint32_t kKMajorLbo = kRowBytes == 128 ? 0 : 16;
@@ -76,17 +79,31 @@ struct RowLayout {
   }
 };
 
+// Whether policy P's rung takes e4m3 inputs (its policy says kFp8 = true).
+template <class P>
+constexpr bool fp8_policy() {
+  if constexpr (requires { P::kFp8; }) return P::kFp8;
+  else return false;
+}
+
 // The tile shape: kD_ and the policy P (the rung's step over the previous one).
 template <int kD_, class P>
-struct Cfg : P, RowLayout<kD_> {
+struct Cfg : P, RowLayout<kD_, fp8_policy<P>() ? 1 : 2> {
   static constexpr int kD = kD_;
   static constexpr int kBlockM = 128;  // two consumer warpgroups of 64 query rows
   // Keys per K/V tile: 128, or 64 for the 256-column tile, whose Q (64 KiB) and two stages of K
   // and V (32 KiB each) then take 192 KiB of shared memory (128 keys would need 320).
   static constexpr int kBlockN = kD <= 128 ? 128 : 64;
   static constexpr int kStages = 2;
-  static constexpr int kQBytes = kBlockM * kD * 2;
-  static constexpr int kTileBytes = kBlockN * kD * 2;  // one K or V slot
+  // e4m3 inputs (the policy's kFp8): one byte per element; V arrives transposed (Vt: a row per
+  // column of D, keys contiguous, as the 8-bit wgmma's K-major B operand must be); P is offset by
+  // 2^kPOffset into e4m3's normal range.
+  static constexpr bool kFp8 = fp8_policy<P>();
+  static constexpr int kElem = kFp8 ? 1 : 2;
+  static constexpr int kPOffset = kFp8 ? 8 : 0;
+  static_assert(!kFp8 || kD == 64 || kD == 128, "e4m3: 64- and 128-column tiles");
+  static constexpr int kQBytes = kBlockM * kD * kElem;
+  static constexpr int kTileBytes = kBlockN * kD * kElem;  // one K or V slot (e4m3: Vt, kD rows of kBlockN keys)
   static constexpr int kThreads = 384;
   // + Q's full and empty barriers, and the tiles (m, hq, b) of the last two Q loads
   static constexpr int kBarrierBytes = 2 * PipelineRing<kStages>::kBarrierBytes + 48;
@@ -221,6 +238,9 @@ struct FwdParams {
   // launch and left zero after it (the last CTA resets both). Null: CTA c runs tiles c,
   // c + gridDim.x, ...
   int* tile_counter;
+  // e4m3: the descales of (batch b, kv head h) at [b * heads_kv + h] (null: 1)
+  const float *q_descale, *k_descale, *v_descale;
+  int heads_kv;
 };
 
 // The key blocks [lo, hi) that query rows m0 .. m0 + kBlockM - 1 can see.
@@ -253,7 +273,7 @@ __device__ __noinline__ int2 key_blocks_call(int m0, int sq, int sk, int64_t wl,
 // 2^14 for scores of 1e4, which made a one-hot row's output one bf16 ulp short. kMask: the block
 // holds keys some row of the tile may not see (the diagonal of a causal or windowed tile, keys
 // past Sk); whole blocks skip the range test. kSoftcap: scores are softcap * tanh(s / softcap).
-template <int kBlockN, bool kMask, bool kSoftcap>
+template <int kBlockN, bool kMask, bool kSoftcap, int kPOffset = 0>
 __device__ __forceinline__ void online_softmax(const FwdParams& p, float (&s)[kBlockN / 2], int key_base,
                                                const RowKeys (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
                                                float (&scale_o)[2]) {
@@ -288,7 +308,9 @@ __device__ __forceinline__ void online_softmax(const FwdParams& p, float (&s)[kB
     for (int j = 0; j < kBlockN / 8; ++j)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const float e = fast_exp2((s[4 * j + 2 * h + c] - m_use) * mul);
+        // kPOffset: P scaled by 2^kPOffset (e4m3's range); row_sum carries the same factor
+        const float e = kPOffset == 0 ? fast_exp2((s[4 * j + 2 * h + c] - m_use) * mul)
+                                      : fast_exp2(fmaf(s[4 * j + 2 * h + c] - m_use, mul, float(kPOffset)));
         s[4 * j + 2 * h + c] = e;
         sum += e;
       }
@@ -306,12 +328,12 @@ __device__ __forceinline__ bool whole_block(const FwdParams& p, int m0, int n) {
 }
 
 // softmax with the mask test only where the block needs it.
-template <int kBlockN, bool kSoftcap>
+template <int kBlockN, bool kSoftcap, int kPOffset = 0>
 __device__ __forceinline__ void softmax_block(const FwdParams& p, bool whole, float (&s)[kBlockN / 2], int key_base,
                                               const RowKeys (&keys)[2], float (&row_max)[2], float (&row_sum)[2],
                                               float (&scale_o)[2]) {
-  if (whole) online_softmax<kBlockN, false, kSoftcap>(p, s, key_base, keys, row_max, row_sum, scale_o);
-  else online_softmax<kBlockN, true, kSoftcap>(p, s, key_base, keys, row_max, row_sum, scale_o);
+  if (whole) online_softmax<kBlockN, false, kSoftcap, kPOffset>(p, s, key_base, keys, row_max, row_sum, scale_o);
+  else online_softmax<kBlockN, true, kSoftcap, kPOffset>(p, s, key_base, keys, row_max, row_sum, scale_o);
 }
 
 // P as the A operand: n8 blocks 2 kk and 2 kk + 1 of S are k16 step kk's fragment.
@@ -321,6 +343,95 @@ __device__ __forceinline__ void pack_p(const float (&s)[kBlockN / 2], uint32_t (
   for (int kk = 0; kk < kBlockN / 16; ++kk)
 #pragma unroll
     for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+// e4m3: d (+)= A B for one m64nNk32 step (N = 64, 128), A from registers (four 32-bit registers of
+// four e4m3 each: mma.sync m16n8k32's 8-bit A fragment per warp), B K-major in shared memory (8-bit
+// wgmma has no transpose: Vt's rows are D's columns, keys contiguous).
+template <int kN>
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc_b) {
+  if constexpr (kN == 64) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+        "{" HK_WGMMA_REGS32 "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : HK_WGMMA_ACC32(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else {
+    static_assert(kN == 128, "N = 64 or 128");
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+        "{" HK_WGMMA_REGS64 "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : HK_WGMMA_ACC64(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+}
+
+// Four floats as e4m3, saturated to +-448, the first in the lowest byte.
+__device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// P as the e4m3 A operand of one k32 step per 32 keys. S's accumulator gives thread (g = lane / 4,
+// t = lane % 4) keys 2t, 2t + 1, 8 + 2t, 9 + 2t, 16 + 2t, ... of the step for rows g and g + 8; the
+// 8-bit A fragment holds, per register, four consecutive columns of one row: row g's columns
+// 4t..4t + 3 (a0) and 16 + 4t..16 + 4t + 3 (a2), row g + 8's in a1 and a3. So column 4t + i of
+// the step is key {2t, 2t + 1, 8 + 2t, 9 + 2t}[i] (16 + the same for the upper half): the key
+// order Vt is written in (vt_key_of_column), so no register moves between lanes.
+template <int kBlockN>
+__device__ __forceinline__ void pack_p_e4m3(const float (&s)[kBlockN / 2], uint32_t (&pa)[kBlockN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 32; ++kk) {
+    const float* x = s + 16 * kk;
+    pa[kk][0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
+    pa[kk][1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
+    pa[kk][2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
+    pa[kk][3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
+  }
+}
+
+// The key at column q of a 32-key group of Vt (see pack_p_e4m3).
+HK_HOST_DEVICE constexpr int vt_key_of_column(int q) {
+  const int half = q / 16, t = (q % 16) / 4, i = q % 4;
+  return 16 * half + (i < 2 ? 2 * t + i : 8 + 2 * t + i - 2);
+}
+// ... a permutation of the group's 32 keys, which puts S's element 4j + 2h + c of thread t (key
+// 8j + 2t + c) where pack_p_e4m3 puts it: byte i of register r of step kk is column 4t + i (r = 0,
+// 1) or 16 + 4t + i (r = 2, 3).
+constexpr bool vt_order_is_consistent() {
+  bool seen[32] = {};
+  for (int q = 0; q < 32; ++q) {
+    const int k = vt_key_of_column(q);
+    if (k < 0 || k >= 32 || seen[k]) return false;
+    seen[k] = true;
+  }
+  // pack_p_e4m3's picks within a step: register r, byte i -> n8 group jj and column c
+  for (int t = 0; t < 4; ++t)
+    for (int r = 0; r < 4; ++r)
+      for (int i = 0; i < 4; ++i) {
+        const int jj = (r >= 2 ? 2 : 0) + i / 2, c = i % 2;  // x[8 (r / 2) + 4 (i / 2) + 2 (r % 2) + c]
+        const int column = (r >= 2 ? 16 : 0) + 4 * t + i;
+        if (vt_key_of_column(column) != 8 * jj + 2 * t + c) return false;
+      }
+  return true;
+}
+static_assert(vt_order_is_consistent(), "Vt's key order must match pack_p_e4m3's fragment");
+
+// log2 of a row's sum of P, less P's 2^kPOffset.
+template <int kPOffset>
+__device__ __forceinline__ float lse_log2_of_sum(float l) {
+  if constexpr (kPOffset == 0) return log2f(l);
+  else return log2f(l) - float(kPOffset);
+}
+
+// P as the PV A operand, in the kernel's input type.
+template <class T, class C>
+__device__ __forceinline__ void pack_p_for(const float (&s)[C::kBlockN / 2], uint32_t (&pa)[C::kBlockN / 16][4]) {
+  if constexpr (C::kFp8) pack_p_e4m3<C::kBlockN>(s, pa);
+  else pack_p<T, C::kBlockN>(s, pa);
 }
 
 template <int kD>
@@ -340,10 +451,11 @@ __device__ __forceinline__ void issue_qk(float (&s)[C::kBlockN / 2], uint32_t q_
   constexpr uint32_t kRow = C::kRowBytes;
   constexpr uint32_t kLbo = C::kKMajorLbo;
 #pragma unroll
-  for (int kk = 0; kk < C::kD / 16; ++kk) {
+  for (int kk = 0; kk < C::kD * C::kElem / 32; ++kk) {
     const uint64_t da = C::desc(q_addr + (kk / kSteps) * C::kBlockM * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);
     const uint64_t db = C::desc(k_addr + (kk / kSteps) * C::kBlockN * kRow + (kk % kSteps) * 32, kLbo, 8 * kRow);
-    if constexpr (C::kBlockN == 128) ptx::wgmma_m64n128k16<T, false, false>(s, da, db, kk > 0);
+    if constexpr (C::kFp8) ptx::wgmma_m64n128k32_fp8<__nv_fp8_e4m3, __nv_fp8_e4m3>(s, da, db, kk > 0);
+    else if constexpr (C::kBlockN == 128) ptx::wgmma_m64n128k16<T, false, false>(s, da, db, kk > 0);
     else ptx::wgmma_m64n64k16<T, false, false>(s, da, db, kk > 0);
   }
 }
@@ -357,16 +469,25 @@ template <class T, class C>
 __device__ __forceinline__ void issue_pv(float (&o)[C::kD / 2], const uint32_t (&pa)[C::kBlockN / 16][4],
                                          uint32_t v_addr) {
   constexpr uint32_t kRow = C::kRowBytes, kChunkBytes = C::kBlockN * kRow;
+  if constexpr (C::kFp8) {
+    // Vt: kD rows of 128 keys (128-byte rows, 128-byte swizzle), K-major; a k32 step is 32 bytes
+    // along the rows.
+    static_assert(C::kBlockN == 128, "128-key Vt rows");
 #pragma unroll
-  for (int kk = 0; kk < C::kBlockN / 16; ++kk) {
-    const uint32_t a = v_addr + kk * 16 * kRow;
-    if constexpr (C::kD <= 128) {
-      wgmma_pv<T, C::kD>(o, pa[kk], C::desc(a, kChunkBytes, 8 * kRow));
-    } else {
-      static_assert(C::kD == 256, "64-, 128- and 256-column tiles");
-      wgmma_pv<T, 128>(*reinterpret_cast<float(*)[64]>(&o[0]), pa[kk], ptx::make_smem_desc_sw128(a, kChunkBytes, 1024));
-      wgmma_pv<T, 128>(*reinterpret_cast<float(*)[64]>(&o[64]), pa[kk],
-                       ptx::make_smem_desc_sw128(a + 2 * kChunkBytes, kChunkBytes, 1024));
+    for (int kk = 0; kk < C::kBlockN / 32; ++kk)
+      wgmma_rs_e4m3<C::kD>(o, pa[kk], ptx::make_smem_desc_sw128(v_addr + 32 * kk, 0, 1024));
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < C::kBlockN / 16; ++kk) {
+      const uint32_t a = v_addr + kk * 16 * kRow;
+      if constexpr (C::kD <= 128) {
+        wgmma_pv<T, C::kD>(o, pa[kk], C::desc(a, kChunkBytes, 8 * kRow));
+      } else {
+        static_assert(C::kD == 256, "64-, 128- and 256-column tiles");
+        wgmma_pv<T, 128>(*reinterpret_cast<float(*)[64]>(&o[0]), pa[kk], ptx::make_smem_desc_sw128(a, kChunkBytes, 1024));
+        wgmma_pv<T, 128>(*reinterpret_cast<float(*)[64]>(&o[64]), pa[kk],
+                         ptx::make_smem_desc_sw128(a + 2 * kChunkBytes, kChunkBytes, 1024));
+      }
     }
   }
 }
@@ -442,6 +563,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     w.p = prm;
     w.m0 = tl.m * C::kBlockM, w.hq = tl.hq, w.b = tl.b;
     w.q0 = 0, w.k0 = 0, w.tma_b = tl.b;
+    if constexpr (C::kFp8) {  // S's scale carries the descales of Q and K (the kv head's)
+      const int kvh = tl.b * prm.heads_kv + tl.hq / prm.group;
+      w.p.scale_log2 = prm.scale_log2 * (prm.q_descale ? prm.q_descale[kvh] : 1.f) *
+                       (prm.k_descale ? prm.k_descale[kvh] : 1.f);
+    }
     if constexpr (kVarlen) {
       int64_t f;
       const int64_t sq = attn_span(prm.cu_q, tl.b, prm.total_q, f);
@@ -506,10 +632,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                         w.k0 + n * kBlockN, hkv, w.tma_b, kring.full_barrier(st));
           vring.producer_acquire(st);
           vring.producer_expect_tx(st, C::kTileBytes);
+          if constexpr (C::kFp8) {  // Vt [b][hkv][d][key]: one box of kD rows x 128 keys
+            tma_load_4d(s_v + st.stage() * C::kTileBytes, &map_v, w.k0 + n * kBlockN, 0, hkv, w.tma_b,
+                        vring.full_barrier(st));
+          } else {
 #pragma unroll
-          for (int c = 0; c < C::kChunks; ++c)
-            tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * C::kRowBytes, &map_v, C::kChunkCols * c,
-                        w.k0 + n * kBlockN, hkv, w.tma_b, vring.full_barrier(st));
+            for (int c = 0; c < C::kChunks; ++c)
+              tma_load_4d(s_v + st.stage() * C::kTileBytes + c * kBlockN * C::kRowBytes, &map_v, C::kChunkCols * c,
+                          w.k0 + n * kBlockN, hkv, w.tma_b, vring.full_barrier(st));
+          }
         }
         ++it;
       }
@@ -583,10 +714,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::wgmma_wait_group<0>();
         ptx::wgmma_fence_operands(s);
         kring.consumer_release(st);
-        softmax_block<kBlockN, kSoftcap>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n), s, n * kBlockN + key_lane,
+        softmax_block<kBlockN, kSoftcap, C::kPOffset>(p, whole_block<C::kBlockM, kBlockN>(p, m0, n), s, n * kBlockN + key_lane,
                                          keys, row_max, row_sum, scale_o);
         scale_rows<kD>(o, scale_o);
-        pack_p<T, kBlockN>(s, pa);
+        pack_p_for<T, C>(s, pa);
         vring.consumer_wait(st);
         ptx::wgmma_fence();
         issue_pv<T, C>(o, pa, v_addr(st));
@@ -619,8 +750,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operands(s);
       kring.consumer_release(st);
-      online_softmax<kBlockN, true, kSoftcap>(p, s, n_lo * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
-      pack_p<T, kBlockN>(s, pa);
+      online_softmax<kBlockN, true, kSoftcap, C::kPOffset>(p, s, n_lo * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+      pack_p_for<T, C>(s, pa);
       PipelineState<kStages> sv = st;
       ++st;
       // One block n > n_lo: S(n) issued with PV(n - 1).
@@ -637,12 +768,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::wgmma_wait_group<1>();
         ptx::wgmma_fence_operands(s);
         kring.consumer_release(st);
-        online_softmax<kBlockN, kMask, kSoftcap>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
+        online_softmax<kBlockN, kMask, kSoftcap, C::kPOffset>(p, s, n * kBlockN + key_lane, keys, row_max, row_sum, scale_o);
         ptx::wgmma_wait_group<0>();
         ptx::wgmma_fence_operands(o);
         vring.consumer_release(sv);
         scale_rows<kD>(o, scale_o);
-        pack_p<T, kBlockN>(s, pa);
+        pack_p_for<T, C>(s, pa);
         sv = st;
         ++st;
       };
@@ -682,7 +813,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       e_t %= 128;
     }
     ++it;
-    T* out = static_cast<T*>(p.o);
+    using TO = std::conditional_t<C::kFp8, __nv_bfloat16, T>;  // e4m3 in, bf16 out
+    TO* out = static_cast<TO*>(p.o);
+    float o_scale = 1.f;  // e4m3: V's descale
+    if constexpr (C::kFp8)
+      if (p.v_descale) o_scale = p.v_descale[e_b * p.heads_kv + e_hq / p.group];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float l = row_sum[h];
@@ -690,15 +825,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       l += __shfl_xor_sync(0xffffffff, l, 2);
       const int row = e_m0 + 64 * cw + 16 * (e_t / 32) + (e_t % 32) / 4 + 8 * h;
       if (row >= p.seqlen_q) continue;
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      T* orow = out + int64_t(e_b) * p.so.b + int64_t(w.q0 + row) * p.so.s + int64_t(e_hq) * p.so.h + key_lane;
+      float inv = l > 0.f ? 1.f / l : 0.f;
+      if constexpr (C::kFp8) inv *= o_scale;
+      TO* orow = out + int64_t(e_b) * p.so.b + int64_t(w.q0 + row) * p.so.s + int64_t(e_hq) * p.so.h + key_lane;
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j)
         if (8 * j < p.head_dim)  // D is a multiple of 8: a thread's column pair is wholly in or out
-          *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+          *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<TO>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
       if (lane % 4 == 0)
         p.lse[kVarlen ? int64_t(e_hq) * p.total_q + w.q0 + row : (int64_t(e_b) * p.heads_q + e_hq) * p.seqlen_q + row] =
-            l > 0.f ? (row_max[h] * (kSoftcap ? 1.f : p.scale_log2) + log2f(l)) * 0.69314718055994531f : -INFINITY;
+            l > 0.f ? (row_max[h] * (kSoftcap ? 1.f : p.scale_log2) + lse_log2_of_sum<C::kPOffset>(l)) * 0.69314718055994531f
+                    : -INFINITY;
     }
   }
 }
@@ -709,20 +846,27 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 // extent-1 dims are not used by TMA but must be legal: the span below.
 // A box's columns past D (D < the kernel's kD) come back as zeros: TMA fills what lies out of
 // bounds with zeros and still counts the whole box in the barrier's transaction bytes.
+// e4m3 operands (DType::kF8E4M3) are mapped as bytes: `cols` is then the box's bytes as well.
 inline CUtensorMap operand_map(const void* base, DType dt, int64_t s, int64_t h, int64_t bsz, int64_t d, const AttnStrides& st,
                         uint32_t rows, uint32_t cols = 64) {
+  const uint64_t e = dt == DType::kF8E4M3 ? 1 : 2;  // bytes per element
   const uint64_t dims[4] = {uint64_t(d), uint64_t(s), uint64_t(h), uint64_t(bsz)};
-  uint64_t stride_s = uint64_t(st.s) * 2, stride_h = uint64_t(st.h) * 2, stride_b = uint64_t(st.b) * 2;
-  if (s == 1) stride_s = uint64_t(d) * 2 > 16 ? ceil_div(d * 2, 16) * 16 : 16;
+  uint64_t stride_s = uint64_t(st.s) * e, stride_h = uint64_t(st.h) * e, stride_b = uint64_t(st.b) * e;
+  if (s == 1) stride_s = uint64_t(d) * e > 16 ? ceil_div(int64_t(d * e), 16) * 16 : 16;
   if (h == 1) stride_h = stride_s * uint64_t(s);
   if (bsz == 1) stride_b = stride_h * uint64_t(h);
   const uint64_t strides[3] = {stride_s, stride_h, stride_b};
   const uint32_t box[4] = {cols, rows, 1, 1}, unit[4] = {1, 1, 1, 1};
-  const CUtensorMapSwizzle swizzle =
-      cols == 16 ? CU_TENSOR_MAP_SWIZZLE_32B : cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+  const uint64_t row_bytes = cols * e;
+  const CUtensorMapSwizzle swizzle = row_bytes == 32   ? CU_TENSOR_MAP_SWIZZLE_32B
+                                     : row_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                       : CU_TENSOR_MAP_SWIZZLE_128B;
+  const CUtensorMapDataType type = dt == DType::kF8E4M3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : dt == DType::kF16  ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                        : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   CUtensorMap map{};
   const CUresult r = ptx::encode_tiled(
-      &map, dt == DType::kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4u,
+      &map, type, 4u,
       const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
@@ -736,6 +880,51 @@ template <class P>
 constexpr bool thd_rung() {
   if constexpr (requires { P::kThd; }) return P::kThd;
   else return false;
+}
+
+// e4m3: Vt[b][h][d][key] (row length ld = Sk rounded up to 32, zeros past Sk) from V in any strides
+// whose rows are 8-byte multiples (rows_16b), the keys of every 32-key group in vt_key_of_column's
+// order (pack_p_e4m3's P fragment). A block per 64 keys of one (b, h): their rows in by 8-byte
+// loads into shared memory, out as 4-byte words of Vt's rows.
+constexpr int kVtKeys = 64;
+template <class TV>  // uint8_t (a template: defined in this header, instantiated where launched)
+__global__ void __launch_bounds__(256) attention_fp8_vt(const TV* v, AttnStrides sv, TV* vt, int64_t d, int64_t sk,
+                                                        int64_t ld) {
+  __shared__ uint8_t tile[kVtKeys][128 + 8];  // D <= 128; 8 bytes of padding against bank conflicts
+  const int64_t h = blockIdx.y, b = blockIdx.z, k0 = int64_t(blockIdx.x) * kVtKeys;
+  const int dw = static_cast<int>(d / 8);  // 8-byte words per V row
+  for (int i = threadIdx.x; i < kVtKeys * dw; i += blockDim.x) {
+    const int key = i / dw, w = i % dw;
+    uint2 x = make_uint2(0u, 0u);
+    if (k0 + key < sk) x = *reinterpret_cast<const uint2*>(v + b * sv.b + (k0 + key) * sv.s + h * sv.h + 8 * w);
+    *reinterpret_cast<uint2*>(&tile[key][8 * w]) = x;
+  }
+  __syncthreads();
+  const int cols = static_cast<int>(min(int64_t(kVtKeys), ld - k0));  // a multiple of 32
+  TV* out = vt + ((b * gridDim.y + h) * d) * ld + k0;
+  for (int i = threadIdx.x; i < int(d) * (cols / 4); i += blockDim.x) {
+    const int row = i / (cols / 4), q0 = 4 * (i % (cols / 4));
+    uint32_t word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int q = q0 + j, key = q / 32 * 32 + vt_key_of_column(q % 32);
+      word |= uint32_t(tile[key][row]) << (8 * j);
+    }
+    *reinterpret_cast<uint32_t*>(out + int64_t(row) * ld + q0) = word;
+  }
+}
+
+// The map of Vt: boxes of `rows` rows (D's columns) x 128 keys, 128-byte swizzle.
+inline CUtensorMap vt_map(const uint8_t* vt, int64_t batch, int64_t heads_kv, int64_t d, int64_t ld, uint32_t rows) {
+  const uint64_t dims[4] = {uint64_t(ld), uint64_t(d), uint64_t(heads_kv), uint64_t(batch)};
+  const uint64_t strides[3] = {uint64_t(ld), uint64_t(d * ld), uint64_t(heads_kv * d * ld)};
+  const uint32_t box[4] = {128, rows, 1, 1}, unit[4] = {1, 1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r = ptx::encode_tiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4u, const_cast<uint8_t*>(vt), dims, strides,
+                                       box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) HK_THROW(kCuda, "attention: cuTensorMapEncodeTiled failed (CUresult ", int(r), ") for Vt");
+  return map;
 }
 
 template <class T, int kD, class P>
@@ -753,12 +942,30 @@ void launch_typed(const AttentionArgs& a, cudaStream_t stream, const char* name,
   p.cap_out = a.softcap > 0.f ? a.softcap * kLog2e : 0.f;
   p.o = a.out, p.so = a.so, p.lse = a.lse_out;
   p.cu_q = a.cu_q, p.cu_k = a.cu_k, p.total_q = a.total_q, p.total_k = a.total_k;
+  p.q_descale = a.q_descale, p.k_descale = a.k_descale, p.v_descale = a.v_descale;
+  p.heads_kv = static_cast<int>(a.heads_kv);
   // thd: maps over the packed [total, H, D] tensors, one batch
   const bool thd = a.cu_q != nullptr;
   const int64_t rq = thd ? a.total_q : a.seqlen_q, rk = thd ? a.total_k : a.seqlen_k, nb = thd ? 1 : a.batch;
   const CUtensorMap mq = operand_map(a.q, a.dtype, rq, a.heads_q, nb, a.head_dim, a.sq, C::kBlockM, C::kChunkCols);
   const CUtensorMap mk = operand_map(a.k, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sk, C::kBlockN, C::kChunkCols);
-  const CUtensorMap mv = operand_map(a.v, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sv, C::kBlockN, C::kChunkCols);
+  CUtensorMap mv;
+  std::optional<detail::StreamWorkspace> vt_ws;  // held until the kernel is queued
+  if constexpr (C::kFp8) {  // Vt in scratch: V's keys contiguous (the 8-bit wgmma's B is K-major)
+    if (thd) HK_THROW(kNotSupported, name, ": e4m3 attention takes fixed lengths");
+    const int64_t ld = ceil_div(a.seqlen_k, 32) * 32;
+    const int64_t bytes = a.batch * a.heads_kv * a.head_dim * ld;
+    vt_ws.emplace(stream, "attention_fp8_vt", size_t(bytes));
+    uint8_t* vt = static_cast<uint8_t*>(vt_ws->get());
+    const dim3 vt_grid(static_cast<unsigned>(ceil_div(ld, int64_t(kVtKeys))), static_cast<unsigned>(a.heads_kv),
+                       static_cast<unsigned>(a.batch));
+    attention_fp8_vt<uint8_t><<<vt_grid, 256, 0, stream>>>(static_cast<const uint8_t*>(a.v), a.sv, vt, a.head_dim,
+                                                            a.seqlen_k, ld);
+    HK_CHECK_LAUNCH("attention_fp8_vt");
+    mv = vt_map(vt, a.batch, a.heads_kv, a.head_dim, ld, kD);
+  } else {
+    mv = operand_map(a.v, a.dtype, rk, a.heads_kv, nb, a.head_dim, a.sv, C::kBlockN, C::kChunkCols);
+  }
   using Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const FwdParams);
   Kernel kernel = a.softcap > 0.f ? attention_hopper_kernel<T, C, true, false> : attention_hopper_kernel<T, C, false, false>;
   if constexpr (thd_rung<P>()) {

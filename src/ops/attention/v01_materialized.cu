@@ -201,6 +201,7 @@ void attention_v01_launch(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 std::string attention_v01_supports(const AttentionProblem& p) {
+  if (p.dtype == DType::kF8E4M3) return "16-bit inputs (e4m3: v10_fp8_forward)";
   if (p.is_varlen()) return "fixed-length layouts only (bshd, bhsd): the packed thd layout runs on v02 and up";
   return "";
 }

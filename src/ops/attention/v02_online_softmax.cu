@@ -18,12 +18,18 @@
 // query head of the kv head's group) as the partners, dV += P^T dO, dK += dS^T Q.
 // Variable length (thd): a grid item whose tile starts past its sequence's end returns at once;
 // every pointer is offset by the sequence's first packed row, lse and Delta indexed per row.
+// e4m3 forward (bf16 out): the same kernel on the 8-bit values, the descales of (b, kv head)
+// folded into the scores (q_descale k_descale) and the output (v_descale); P stays f32, so this
+// is the reference the FP8 tensor-core rung (v10) is measured against, and its general path.
 // Needs: nothing beyond the contract.
 // Run:   hk bench attention --variant v02_online_softmax --shape 2048x128x1
 #include <cuda_runtime.h>
 
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "attention/attn_common.cuh"
 #include "common/stream_scratch.hpp"
@@ -39,7 +45,10 @@ constexpr int kFwdSlab = 256, kBwdSlab = 128;                   // output dims p
 constexpr float kNegInf = -INFINITY;
 
 template <class T>
-__device__ __forceinline__ float ld(const T* p) { return to_f32(*p); }
+__device__ __forceinline__ float ld(const T* p) {
+  if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) return static_cast<float>(*p);
+  else return to_f32(*p);
+}
 
 // dst[r][d] (pitch) = src row r0 + r, dims c0 + d, zero outside (rows, D).
 template <class T, class RowFn>
@@ -57,7 +66,8 @@ __device__ __forceinline__ void load_chunk(float* dst, int pitch, int nrows, int
 
 constexpr size_t kFwdSmem = sizeof(float) * (kTile * (kDC + 1) + kRows * kDC + kTile * kFwdSlab);
 
-template <class T>
+// T: the inputs' type; TO: the output's (T, or bf16 for e4m3 inputs).
+template <class T, class TO>
 __global__ void __launch_bounds__(kThreads) attn_v02_fwd_kernel(const AttentionArgs a, int64_t row_tiles, int slabs) {
   extern __shared__ float sm[];
   float* ks = sm;                      // [kTile][kDC + 1]
@@ -80,7 +90,11 @@ __global__ void __launch_bounds__(kThreads) attn_v02_fwd_kernel(const AttentionA
     const T* Q = static_cast<const T*>(a.q) + seq.q0 * a.sq.s;
     const T* K = static_cast<const T*>(a.k) + seq.k0 * a.sk.s;
     const T* V = static_cast<const T*>(a.v) + seq.k0 * a.sv.s;
-    T* O = static_cast<T*>(a.out) + seq.q0 * a.so.s;
+    TO* O = static_cast<TO*>(a.out) + seq.q0 * a.so.s;
+    // e4m3: the descales of (b, kv head), FlashAttention-3's [B, Hkv] convention (1 without).
+    const int64_t dsc = b * a.heads_kv + hk;
+    const float qk_descale = a.q_descale ? a.q_descale[dsc] * a.k_descale[dsc] : 1.0f;
+    const float v_descale = a.v_descale ? a.v_descale[dsc] : 1.0f;
     const int nc = static_cast<int>((std::min<int64_t>(kFwdSlab, D - d0) + 31) / 32);
     int64_t lo = Sk, hi = -1;  // keys any of the block's rows attends (ranges grow with i)
     for (int r = 0; r < kRows; ++r) {
@@ -121,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) attn_v02_fwd_kernel(const AttentionA
       for (int rr = 0; rr < kRowsPerWarp; ++rr) {
         const int64_t i = i0 + warp * kRowsPerWarp + rr, j = j0 + lane;
         const bool ok = i < Sq && j >= kr[rr].lo && j <= kr[rr].hi;
-        const float sc = ok ? attn::score(s[rr], a.scale, a.softcap) : kNegInf;
+        const float sc = ok ? attn::score(s[rr] * qk_descale, a.scale, a.softcap) : kNegInf;
         const float mn = fmaxf(m[rr], attn::warp_max(sc));
         if (mn == kNegInf) continue;  // warp-uniform: nothing attended yet
         const float p = ok ? expf(sc - mn) : 0.f;
@@ -143,12 +157,12 @@ __global__ void __launch_bounds__(kThreads) attn_v02_fwd_kernel(const AttentionA
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
       const int64_t i = i0 + warp * kRowsPerWarp + rr;
       if (i >= Sq) continue;
-      const float inv = l[rr] > 0.f ? 1.f / l[rr] : 0.f;
-      T* orow = attn::row_ptr(O, a.so, b, i, h);
+      const float inv = l[rr] > 0.f ? v_descale / l[rr] : 0.f;
+      TO* orow = attn::row_ptr(O, a.so, b, i, h);
 #pragma unroll
       for (int c = 0; c < kFwdSlab / 32; ++c) {
         const int64_t d = d0 + lane + 32 * c;
-        if (c < nc && d < D) orow[d] = from_f32<T>(acc[rr][c] * inv);
+        if (c < nc && d < D) orow[d] = from_f32<TO>(acc[rr][c] * inv);
       }
       if (slab == 0 && lane == 0)
         a.lse_out[a.lse_index(b, h, seq.q0 + i)] = l[rr] > 0.f ? m[rr] + logf(l[rr]) : kNegInf;
@@ -393,13 +407,22 @@ void launch_items(Kernel kernel, size_t smem, int64_t items, cudaStream_t stream
 }
 
 void attention_v02_launch(const AttentionArgs& a, cudaStream_t stream) {
+  auto forward = [&](auto t, auto o) {
+    const int64_t q_tiles = ceil_div(a.seqlen_q, kRows);
+    const int slabs = static_cast<int>(ceil_div(a.head_dim, kFwdSlab));
+    launch_items(attn_v02_fwd_kernel<decltype(t), decltype(o)>, kFwdSmem, a.batch * a.heads_q * q_tiles * slabs,
+                 stream, "attn_v02_fwd_kernel", a, q_tiles, slabs);
+  };
+  if (a.dtype == DType::kF8E4M3) {
+    if (a.backward) HK_THROW(kNotSupported, "attention/v02_online_softmax: e4m3 has a forward only");
+    forward(__nv_fp8_e4m3{}, __nv_bfloat16{});
+    return;
+  }
   attn::dispatch_16bit(a.dtype, "attention/v02_online_softmax", [&](auto t) {
     using T = decltype(t);
     const int64_t q_tiles = ceil_div(a.seqlen_q, kRows), k_tiles = ceil_div(a.seqlen_k, kRows);
     if (!a.backward) {
-      const int slabs = static_cast<int>(ceil_div(a.head_dim, kFwdSlab));
-      launch_items(attn_v02_fwd_kernel<T>, kFwdSmem, a.batch * a.heads_q * q_tiles * slabs, stream,
-                   "attn_v02_fwd_kernel", a, q_tiles, slabs);
+      forward(t, t);
       return;
     }
     const int slabs = static_cast<int>(ceil_div(a.head_dim, kBwdSlab));
@@ -417,7 +440,10 @@ void attention_v02_launch(const AttentionArgs& a, cudaStream_t stream) {
   });
 }
 
-std::string attention_v02_supports(const AttentionProblem&) { return ""; }
+std::string attention_v02_supports(const AttentionProblem& p) {
+  if (p.dtype == DType::kF8E4M3 && p.backward) return "e4m3 inputs have a forward only";
+  return "";
+}
 
 }  // namespace
 

@@ -261,6 +261,7 @@ void attention_v03_launch(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 std::string attention_v03_supports(const AttentionProblem& p) {
+  if (p.dtype == DType::kF8E4M3) return "16-bit inputs (e4m3: v10_fp8_forward)";
   if (p.backward) return "forward only (the backward is v04_fa2_backward)";
   const int64_t d = p.head_dim;
   if (d != 32 && d != 64 && d != 96 && d != 128)
