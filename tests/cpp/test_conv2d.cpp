@@ -11,6 +11,7 @@
 
 #include "bench/case.hpp"
 #include "conv2d/conv2d_op.hpp"
+#include "conv2d/im2col_tma.hpp"
 #include "conv2d_single/conv2d_single_op.hpp"
 #include "core/host.hpp"
 #include "hk/hk.hpp"
@@ -204,13 +205,258 @@ TEST(Conv2dDispatch, Routes) {
   EXPECT_EQ(reg.choose(Conv2dProblem(64, 128, 56, 56, 128, 7, 7, dw, DType::kBF16, ConvDirection::kBackwardData, false))
                 .variant->name(),
             general);
+  // Asymmetric padding ('same' with an even kernel): cuDNN's graph API where it builds a plan (on
+  // a device), else the direct rung.
   const auto asym = params(1, 1, 2, 1, 2, 1, 1, ConvLayout::kNCHW);
-  EXPECT_EQ(reg.choose(Conv2dProblem(2, 4, 33, 33, 4, 4, 4, asym, DType::kF32, ConvDirection::kForward, false))
-                .variant->name(),
-            "v01_direct");
+  const Conv2dProblem pa(2, 4, 33, 33, 4, 4, 4, asym, DType::kF32, ConvDirection::kForward, false);
+  const std::string cudnn_asym = reg.variant("conv2d", "baseline_cudnn")->supports(pa);
+  EXPECT_EQ(reg.choose(pa).variant->name(), cudnn_asym.empty() ? "baseline_cudnn" : "v01_direct");
+  if (!hk::no_gpu_reason().empty()) {
+    EXPECT_NE(cudnn_asym.find("symmetric padding only"), std::string::npos);
+  }
 }
 
 TEST(Conv2dDispatch, EveryTestAndBenchProblemGetsAProductionRung) { expect_production_choice("conv2d"); }
+
+// v06's im2col-mode TMA loads against the implicit GEMM's A matrix, through a model of TMA's
+// traversal (conv2d/im2col_tma.hpp): every load starts inside the bounding box on its stride
+// grid, and the position each of its pixels reads, for the block's first and last channel, is
+// the input position of that A entry by the convolution's definition (also where it is padding).
+namespace {
+
+// The forward's A loads walk 128 pixels, the weight gradient's B loads 64 (the same matrix).
+void expect_loads_walk_the_patch_matrix(const Conv2dProblem& p, int64_t pixels = 128) {
+  SCOPED_TRACE(p.key());
+  const auto geo = hk::conv2d_im2col::geometry(p.prm, p.c, p.kh, p.kw, p.oh(), p.ow());
+  const int64_t OH = p.oh(), OW = p.ow(), M = p.n * OH * OW, K = p.kh * p.kw * p.c;
+  const int64_t sh = p.prm.stride_h, sw = p.prm.stride_w;
+  const int64_t w_end = p.w - 1 + geo.upper_w(), h_end = p.h - 1 + geo.upper_h();  // the box's last positions
+  int64_t mismatches = 0;
+  for (int64_t m0 = 0; m0 < M; m0 += pixels)
+    for (int64_t k0 = 0; k0 < K; k0 += 64) {
+      const hk::conv2d_im2col::Coords at = geo.load(static_cast<int32_t>(m0), static_cast<int32_t>(k0));
+      ASSERT_TRUE(at.w >= geo.lower_w() && at.w <= w_end && (at.w - geo.lower_w()) % sw == 0) << "w " << at.w;
+      ASSERT_TRUE(at.h >= geo.lower_h() && at.h <= h_end && (at.h - geo.lower_h()) % sh == 0) << "h " << at.h;
+      ASSERT_LT(at.off_w, 255);
+      ASSERT_LT(at.off_h, 255);
+      int64_t w = at.w, h = at.h, n = at.n;
+      for (int64_t m = m0; m < m0 + pixels && m < M; ++m) {
+        const int64_t ox = m % OW, oy = (m / OW) % OH, img = m / (OW * OH);
+        for (int64_t k : {k0, k0 + 63}) {
+          const int64_t c = k % p.c, kx = (k / p.c) % p.kw, ky = k / (p.c * p.kw);
+          const std::vector<int64_t> want = {img, oy * sh - p.prm.pad_top + ky * p.prm.dilation_h,
+                                             ox * sw - p.prm.pad_left + kx * p.prm.dilation_w, c};
+          const std::vector<int64_t> got = {n, h + at.off_h, w + at.off_w, at.c + (k - k0)};
+          if (got != want && ++mismatches <= 3)
+            ADD_FAILURE() << "m " << m << " k " << k << ": the load reads (n, h, w, c) = (" << got[0] << ", " << got[1]
+                          << ", " << got[2] << ", " << got[3] << "), the patch matrix holds (" << want[0] << ", "
+                          << want[1] << ", " << want[2] << ", " << want[3] << ")";
+        }
+        // TMA's walk: along W to the box's end, then the next row, then the next image.
+        if ((w += sw) > w_end) {
+          w = geo.lower_w();
+          if ((h += sh) > h_end) h = geo.lower_h(), ++n;
+        }
+      }
+    }
+  EXPECT_EQ(mismatches, 0);
+}
+
+}  // namespace
+
+TEST(Conv2dIm2colTma, LoadsWalkThePatchMatrix) {
+  auto& reg = hk::Registry::get();
+  const hk::Variant* v06 = reg.variant("conv2d", "v06_implicit_gemm_wgmma");
+  ASSERT_NE(v06, nullptr);
+  int covered = 0;
+  for (auto& q : reg.family("conv2d")->test_problems()) {
+    const auto& p = static_cast<const Conv2dProblem&>(*q);
+    if (p.dir == ConvDirection::kBackwardData || !v06->supports(p).empty()) continue;
+    expect_loads_walk_the_patch_matrix(p, p.dir == ConvDirection::kForward ? 128 : 64);
+    ++covered;
+  }
+  EXPECT_GE(covered, 10) << "the test problems must exercise the implicit GEMM's forward and weight gradient";
+  // The bench layer, and the limits: stride 8, a dilated 7x7 kernel, asymmetric padding.
+  const auto nhwc = [](int64_t s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t d) {
+    return params(s, pt, pb, pl, pr, d, 1, ConvLayout::kNHWC);
+  };
+  for (const Conv2dProblem& p :
+       {Conv2dProblem(4, 256, 56, 56, 256, 3, 3, nhwc(1, 1, 1, 1, 1, 1), DType::kBF16, ConvDirection::kForward, false),
+        Conv2dProblem(3, 64, 61, 45, 64, 3, 3, nhwc(8, 2, 0, 1, 3, 1), DType::kBF16, ConvDirection::kForward, false),
+        Conv2dProblem(2, 128, 40, 37, 64, 7, 7, nhwc(2, 9, 0, 4, 5, 3), DType::kF16, ConvDirection::kForward, true)}) {
+    ASSERT_EQ(v06->supports(p), "");
+    expect_loads_walk_the_patch_matrix(p);
+  }
+}
+
+// The data gradient as a forward convolution of dy (conv2d_im2col::dgrad_as_forward): by the
+// definition, dx[iy] sums dy[oy] w[ky] over oy s - pt + ky d = iy; the forward convolution's tap
+// ky' reads dy at iy - pt' + ky' d. At stride 1 the two must pair the same (oy, ky = kH - 1 - ky')
+// for every iy, along both axes; and its loads must walk its own patch matrix.
+TEST(Conv2dIm2colTma, DataGradientIsAForwardConvolutionOfDy) {
+  auto& reg = hk::Registry::get();
+  const hk::Variant* v06 = reg.variant("conv2d", "v06_implicit_gemm_wgmma");
+  ASSERT_NE(v06, nullptr);
+  // Axis check: input extent n_in, output extent n_out, kernel k, padding (lo, hi), dilation d.
+  auto expect_axis = [](int64_t n_in, int64_t n_out, int64_t k, int64_t lo, int64_t d, int64_t lo_t) {
+    for (int64_t i = 0; i < n_in; ++i) {
+      std::vector<std::pair<int64_t, int64_t>> want, got;  // (oy, ky) pairs
+      for (int64_t ky = 0; ky < k; ++ky) {
+        const int64_t oy = i + lo - ky * d;  // stride 1
+        if (oy >= 0 && oy < n_out) want.emplace_back(oy, ky);
+      }
+      for (int64_t kt = k - 1; kt >= 0; --kt) {  // ky = k - 1 - kt ascending
+        const int64_t at = i - lo_t + kt * d;
+        if (at >= 0 && at < n_out) got.emplace_back(at, k - 1 - kt);
+      }
+      ASSERT_EQ(got, want) << "input position " << i;
+    }
+  };
+  int covered = 0;
+  for (auto& q : reg.family("conv2d")->test_problems()) {
+    const auto& p = static_cast<const Conv2dProblem&>(*q);
+    if (p.dir != ConvDirection::kBackwardData || !v06->supports(p).empty()) continue;
+    SCOPED_TRACE(p.key());
+    const Conv2dParams f = hk::conv2d_im2col::dgrad_as_forward(p.prm, p.kh, p.kw);
+    // dy [N, OH, OW, Cout] in, dx [N, H, W, C] out.
+    const Conv2dProblem fwd(p.n, p.cout, p.oh(), p.ow(), p.c, p.kh, p.kw, f, p.dtype, ConvDirection::kForward, false);
+    ASSERT_EQ(fwd.oh(), p.h);
+    ASSERT_EQ(fwd.ow(), p.w);
+    expect_axis(p.h, p.oh(), p.kh, p.prm.pad_top, p.prm.dilation_h, f.pad_top);
+    expect_axis(p.w, p.ow(), p.kw, p.prm.pad_left, p.prm.dilation_w, f.pad_left);
+    expect_loads_walk_the_patch_matrix(fwd);
+    ++covered;
+  }
+  EXPECT_GE(covered, 3) << "the test problems must exercise the implicit GEMM's data gradient";
+}
+
+TEST(Conv2dIm2colTma, DeclinesWhatTheLoadsCannotDescribe) {
+  const hk::Variant* v06 = hk::Registry::get().variant("conv2d", "v06_implicit_gemm_wgmma");
+  ASSERT_NE(v06, nullptr);
+  const auto nhwc = params(1, 1, 1, 1, 1, 1, 1, ConvLayout::kNHWC);
+  const auto fwd = ConvDirection::kForward, dgrad = ConvDirection::kBackwardData;
+  auto why = [&](const Conv2dProblem& p) { return v06->supports(p); };
+  auto has = [](const std::string& s, const char* part) { return s.find(part) != std::string::npos; };
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 96, 8, 8, 64, 3, 3, nhwc, DType::kBF16, fwd, false)), "multiple of 64"));
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 64, 8, 8, 60, 3, 3, nhwc, DType::kBF16, fwd, false)), "multiple of 8"));
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 64, 8, 8, 64, 3, 3, params(1, 1, 1, 1, 1, 1, 1, ConvLayout::kNCHW),
+                                    DType::kBF16, fwd, false)),
+                  "NHWC"));
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 64, 8, 8, 64, 3, 3, nhwc, DType::kF32, fwd, false)), "f16 or bf16"));
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 64, 40, 40, 64, 3, 3, params(9, 1, 1, 1, 1, 1, 1, ConvLayout::kNHWC),
+                                    DType::kBF16, fwd, false)),
+                  "strides"));
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 64, 8, 300, 64, 3, 3, params(1, 1, 1, 130, 130, 1, 1, ConvLayout::kNHWC),
+                                    DType::kBF16, fwd, false)),
+                  "[-128, 127]"));
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 96, 8, 8, 64, 3, 3, nhwc, DType::kBF16, ConvDirection::kBackwardWeight, false)),
+                  "multiple of 64"));
+  // The data gradient: dy's channels (Cout) are the reduction's; stride 1; padding within reach.
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 64, 8, 8, 96, 3, 3, nhwc, DType::kBF16, dgrad, false)), "multiple of 64"));
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 64, 9, 9, 64, 3, 3, params(2, 1, 1, 1, 1, 1, 1, ConvLayout::kNHWC),
+                                    DType::kBF16, dgrad, false)),
+                  "stride 1"));
+  EXPECT_TRUE(has(why(Conv2dProblem(1, 64, 9, 9, 64, 3, 3, params(1, 3, 3, 3, 3, 1, 1, ConvLayout::kNHWC),
+                                    DType::kBF16, dgrad, false)),
+                  "reach"));
+  EXPECT_EQ(why(Conv2dProblem(1, 64, 8, 8, 64, 3, 3, nhwc, DType::kBF16, fwd, false)), "");
+  EXPECT_EQ(why(Conv2dProblem(1, 8, 8, 8, 64, 3, 3, nhwc, DType::kBF16, dgrad, false)), "");
+  EXPECT_EQ(why(Conv2dProblem(1, 64, 8, 8, 8, 3, 3, params(2, 1, 1, 1, 1, 1, 1, ConvLayout::kNHWC), DType::kBF16,
+                              ConvDirection::kBackwardWeight, false)),
+            "");
+}
+
+// The cuDNN baseline's graph path: its convolution node (tensors in logical order with the
+// layout's strides, the convolution with its pre/post paddings, the operation of the direction)
+// builds for every test problem, as the descriptors' finalize checks them without a device; and
+// a node cuDNN must refuse (an output of the wrong size) is refused.
+TEST(Conv2dCudnnGraph, EveryTestProblemBuildsItsConvolutionNode) {
+  const hk::Family* f = hk::Registry::get().family("conv2d");
+  ASSERT_NE(f, nullptr);
+  if (!hk::Registry::get().variant("conv2d", "baseline_cudnn")->supports(
+          Conv2dProblem(1, 4, 8, 8, 4, 3, 3, params(1, 1, 1, 1, 1, 1, 1, ConvLayout::kNCHW), DType::kF32,
+                        ConvDirection::kForward, false)).empty())
+    GTEST_SKIP() << "built without cuDNN";
+  auto args_of = [](const Conv2dProblem& p) {
+    hk::Operands ops;
+    for (auto& s : p.inputs()) ops.in.emplace_back(fake_ptr(), s.dtype, s.shape);
+    for (auto& s : p.outputs()) ops.out.emplace_back(fake_ptr(), s.dtype, s.shape);
+    return hk::Conv2dArgs::bind(p, ops);
+  };
+  int n = 0;
+  for (auto& q : f->test_problems()) {
+    const auto& p = static_cast<const Conv2dProblem&>(*q);
+    EXPECT_EQ(hk::conv2d_cudnn_graph_refusal(args_of(p)), "") << p.key();
+    ++n;
+  }
+  EXPECT_GT(n, 100);
+  Conv2dProblem p(2, 64, 15, 15, 64, 4, 4, params(1, 1, 2, 1, 2, 1, 1, ConvLayout::kNHWC), DType::kBF16,
+                  ConvDirection::kForward, false);
+  hk::Conv2dArgs a = args_of(p);
+  EXPECT_EQ(hk::conv2d_cudnn_graph_refusal(a), "");
+  a.oh -= 1;  // y one row short of what the padding and kernel make
+  EXPECT_NE(hk::conv2d_cudnn_graph_refusal(a), "");
+}
+
+// GPU: v06's im2col-mode loads on the device, apart from the GEMM: the tiles TMA writes (read
+// back through conv2d_v06_probe_a_tile, unswizzled) hold, bit for bit, the patch matrix's rows
+// for tiles that start mid-row, cross rows and images, and run past the last pixel; for a
+// stride-2 dilated layer and asymmetric padding; 128-pixel (A) and 64-pixel (weight-gradient B)
+// loads. Where a v06 GEMM test fails, this one says whether the loads are the cause.
+TEST(Conv2dIm2colTma, DeviceLoadsHoldThePatchMatrix) {
+  std::string no_gpu = hk::no_gpu_reason();
+  if (!no_gpu.empty()) GTEST_SKIP() << "GPU test: " << no_gpu;
+  const auto nhwc = [](int64_t s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t d) {
+    return params(s, pt, pb, pl, pr, d, 1, ConvLayout::kNHWC);
+  };
+  for (const Conv2dProblem& p :
+       {Conv2dProblem(2, 64, 33, 33, 72, 3, 3, nhwc(1, 1, 1, 1, 1, 1), DType::kBF16, ConvDirection::kForward, false),
+        Conv2dProblem(2, 128, 17, 19, 64, 3, 3, nhwc(2, 1, 1, 1, 1, 2), DType::kBF16, ConvDirection::kForward, false),
+        Conv2dProblem(1, 64, 15, 15, 64, 4, 4, nhwc(1, 1, 2, 1, 2, 1), DType::kF16, ConvDirection::kForward, false)}) {
+    SCOPED_TRACE(p.key());
+    const int64_t H = p.h, W = p.w, C = p.c, OH = p.oh(), OW = p.ow(), M = p.n * OH * OW;
+    // x: distinct, finite 16-bit values.
+    std::vector<uint16_t> x(size_t(p.n * H * W * C));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint16_t>(0x3c00 + (i * 2654435761u >> 7) % 0x0800);
+    void* dx = nullptr;
+    void* dout = nullptr;
+    ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dout, 128 * 128), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    hk::Operands ops;
+    for (auto& s : p.inputs()) ops.in.emplace_back(fake_ptr(), s.dtype, s.shape);
+    for (auto& s : p.outputs()) ops.out.emplace_back(fake_ptr(), s.dtype, s.shape);
+    hk::Conv2dArgs a = hk::Conv2dArgs::bind(p, ops);
+    a.x = dx;
+    const int64_t K = p.kh * p.kw * C;
+    for (int pixels : {128, 64})
+      for (int64_t m0 : {int64_t(0), int64_t(pixels), (OH * OW / pixels) * pixels, (M - 1) / pixels * pixels})
+        for (int64_t k0 : {int64_t(0), K / 2 / 64 * 64, K - 64}) {
+          hk::conv2d_v06_probe_a_tile(a, static_cast<int32_t>(m0), static_cast<int32_t>(k0), pixels, dout, nullptr);
+          std::vector<uint16_t> tile(size_t(pixels) * 64);
+          ASSERT_EQ(cudaMemcpy(tile.data(), dout, tile.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+          int bad = 0;
+          for (int r = 0; r < pixels; ++r)
+            for (int c = 0; c < 64; ++c) {
+              // 128-byte swizzle: 16-byte chunk j of row r lies at chunk j ^ (r % 8).
+              const uint16_t got = tile[size_t(r) * 64 + ((c / 8) ^ (r % 8)) * 8 + c % 8];
+              const int64_t m = m0 + r, k = k0 + c;
+              const int64_t ch = k % C, kx = (k / C) % p.kw, ky = k / (C * p.kw);
+              const int64_t ox = m % OW, oy = (m / OW) % OH, n = m / (OW * OH);
+              const int64_t iy = oy * p.prm.stride_h - p.prm.pad_top + ky * p.prm.dilation_h;
+              const int64_t ix = ox * p.prm.stride_w - p.prm.pad_left + kx * p.prm.dilation_w;
+              const bool inside = m < M && iy >= 0 && iy < H && ix >= 0 && ix < W;
+              const uint16_t want = inside ? x[size_t(((n * H + iy) * W + ix) * C + ch)] : 0;
+              if (got != want && ++bad <= 3)
+                ADD_FAILURE() << pixels << " pixels, m0 " << m0 << ", k0 " << k0 << ": row " << r << " channel " << c
+                              << " holds 0x" << std::hex << got << ", the patch matrix 0x" << want << std::dec;
+            }
+          ASSERT_EQ(bad, 0);
+        }
+    cudaFree(dx);
+    cudaFree(dout);
+  }
+}
 
 TEST(Conv2dFamily, BenchShapesAndAttrs) {
   const hk::Family* f = hk::Registry::get().family("conv2d");

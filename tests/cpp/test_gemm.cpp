@@ -601,60 +601,63 @@ TEST(GemmTileScheduler, CoversEveryTileOnceInGroupedOrder) {
 // v18's stream-K schedule, simulated: every k-block of every unit is computed exactly once; a
 // cluster leaves at most one partial, as its first split piece; the peers a tile's finisher
 // waits for (the loop in hopper_gemm_body) are exactly the clusters that left a partial in that
-// tile, all below it; and no split happens where the last wave is full or there is only one.
+// tile, all below it; and no split happens where the last wave is full or there is only one
+// (unless few_units: a grid of more clusters than units splits that one wave).
 TEST(GemmStreamK, SplitCoversEveryKBlockOnceAndFinishersFindTheirPeers) {
   using hk::sched::StreamKSplit;
-  for (int64_t clusters : {1, 2, 5, 30, 66})
-    for (int64_t units : {1, 3, 65, 66, 67, 70, 131, 132, 133, 256, 896, 1024})
-      for (int kb : {1, 2, 9, 16, 19, 64, 128}) {
-        const StreamKSplit sp = StreamKSplit::make(units, clusters, kb, true);
-        const int64_t idle = ((units + clusters - 1) / clusters * clusters - units) * kb;
-        const bool split = units > clusters && units % clusters != 0 && kb > 1 &&
-                           idle >= StreamKSplit::kMinIdleKBlocks * clusters;
-        ASSERT_EQ(sp.dp_units < units, split) << units << " units, " << clusters << " clusters, " << kb;
-        if (split) {
-          EXPECT_EQ(sp.dp_units, (units / clusters - 1) * clusters);
+  for (bool few : {false, true})
+    for (int64_t clusters : {1, 2, 5, 30, 66})
+      for (int64_t units : {1, 3, 9, 26, 65, 66, 67, 70, 131, 132, 133, 256, 896, 1024})
+        for (int kb : {1, 2, 9, 16, 19, 64, 128, 392}) {
+          const StreamKSplit sp = StreamKSplit::make(units, clusters, kb, true, few);
+          const int64_t idle = ((units + clusters - 1) / clusters * clusters - units) * kb;
+          const bool split = (units > clusters || (few && units < clusters && units * kb >= clusters)) &&
+                             units % clusters != 0 && kb > 1 && idle >= StreamKSplit::kMinIdleKBlocks * clusters;
+          ASSERT_EQ(sp.dp_units < units, split)
+              << units << " units, " << clusters << " clusters, " << kb << " k-blocks, few_units " << few;
+          if (split) {
+            EXPECT_EQ(sp.dp_units, units > clusters ? (units / clusters - 1) * clusters : 0);
+          }
+          std::map<std::pair<int64_t, int>, int> count;     // (unit, k-block) -> times computed
+          std::map<int64_t, std::set<int64_t>> partial_by;  // unit -> clusters that left a partial in it
+          std::map<int64_t, int64_t> finisher;              // split unit -> the cluster holding its last k-block
+          for (int32_t c = 0; c < clusters; ++c) {
+            StreamKSplit::Pieces table{};
+            sp.pieces(c, table);
+            ASSERT_LT(table.count, StreamKSplit::kMaxPieces);  // the range fit the table with room to spare
+            int split_pieces = 0, partials = 0;
+            sp.for_each_piece(c, &table, [&](int64_t u, int kb0, int kb1) {
+              ASSERT_LT(kb0, kb1);
+              ASSERT_LE(kb1, kb);
+              for (int k = kb0; k < kb1; ++k) ++count[{u, k}];
+              if (u < sp.dp_units) {
+                EXPECT_EQ(split_pieces, 0) << "whole tiles come before the split pieces";
+                EXPECT_TRUE(kb0 == 0 && kb1 == kb);
+                return;
+              }
+              ++split_pieces;
+              if (kb1 < kb) {
+                EXPECT_EQ(split_pieces, 1) << "a partial is the cluster's first split piece";
+                ++partials;
+                partial_by[u].insert(c);
+              } else {
+                finisher[u] = c;
+                std::set<int64_t> peers;  // the finisher's wait loop
+                const int32_t tile_begin = static_cast<int32_t>(u - sp.dp_units) * kb;
+                if (kb0 > 0)
+                  for (int32_t p = c - 1; p >= 0 && sp.range_begin(p + 1) > tile_begin; --p) peers.insert(p);
+                EXPECT_EQ(peers, partial_by[u]) << "unit " << u << " finished by cluster " << c;
+              }
+            });
+            EXPECT_LE(partials, 1);
+          }
+          ASSERT_EQ(int64_t(count.size()), units * kb);
+          for (auto& [key, n] : count) ASSERT_EQ(n, 1) << "unit " << key.first << " k-block " << key.second;
+          for (auto& [u, cs] : partial_by) {
+            ASSERT_TRUE(finisher.count(u));
+            for (int64_t c : cs) EXPECT_LT(c, finisher[u]);
+          }
         }
-        std::map<std::pair<int64_t, int>, int> count;     // (unit, k-block) -> times computed
-        std::map<int64_t, std::set<int64_t>> partial_by;  // unit -> clusters that left a partial in it
-        std::map<int64_t, int64_t> finisher;              // split unit -> the cluster holding its last k-block
-        for (int32_t c = 0; c < clusters; ++c) {
-          StreamKSplit::Pieces table{};
-          sp.pieces(c, table);
-          ASSERT_LT(table.count, StreamKSplit::kMaxPieces);  // the range fit the table with room to spare
-          int split_pieces = 0, partials = 0;
-          sp.for_each_piece(c, &table, [&](int64_t u, int kb0, int kb1) {
-            ASSERT_LT(kb0, kb1);
-            ASSERT_LE(kb1, kb);
-            for (int k = kb0; k < kb1; ++k) ++count[{u, k}];
-            if (u < sp.dp_units) {
-              EXPECT_EQ(split_pieces, 0) << "whole tiles come before the split pieces";
-              EXPECT_TRUE(kb0 == 0 && kb1 == kb);
-              return;
-            }
-            ++split_pieces;
-            if (kb1 < kb) {
-              EXPECT_EQ(split_pieces, 1) << "a partial is the cluster's first split piece";
-              ++partials;
-              partial_by[u].insert(c);
-            } else {
-              finisher[u] = c;
-              std::set<int64_t> peers;  // the finisher's wait loop
-              const int32_t tile_begin = static_cast<int32_t>(u - sp.dp_units) * kb;
-              if (kb0 > 0)
-                for (int32_t p = c - 1; p >= 0 && sp.range_begin(p + 1) > tile_begin; --p) peers.insert(p);
-              EXPECT_EQ(peers, partial_by[u]) << "unit " << u << " finished by cluster " << c;
-            }
-          });
-          EXPECT_LE(partials, 1);
-        }
-        ASSERT_EQ(int64_t(count.size()), units * kb);
-        for (auto& [key, n] : count) ASSERT_EQ(n, 1) << "unit " << key.first << " k-block " << key.second;
-        for (auto& [u, cs] : partial_by) {
-          ASSERT_TRUE(finisher.count(u));
-          for (int64_t c : cs) EXPECT_LT(c, finisher[u]);
-        }
-      }
   // On the H200 (66 clusters of 2): 4096x14336x4096 (896 units, 64 k-blocks) runs 792 units
   // whole and splits 104, the busiest cluster running 12 x 64 + 101 k-blocks instead of 14 x 64;
   // 4096^3 (256 units, 8 k-blocks idle per cluster) and 8192x8192x1024 (1024 units of 16) stay
@@ -665,6 +668,13 @@ TEST(GemmStreamK, SplitCoversEveryKBlockOnceAndFinishersFindTheirPeers) {
   EXPECT_EQ(StreamKSplit::make(256, 66, 64, true).dp_units, 256);
   EXPECT_EQ(StreamKSplit::make(1024, 66, 16, true).dp_units, 1024);
   EXPECT_EQ(StreamKSplit::make(896, 66, 64, false).dp_units, 896);
+  // conv2d's weight gradient at 8x256x56x56, 3x3: 9 units of 392 k-blocks on a grid of 66
+  // clusters split whole (53-54 k-blocks per cluster); without few_units a single partial wave
+  // stays whole, and 49 units of 36 (64x256x14x14) idle too little to split.
+  EXPECT_EQ(StreamKSplit::make(9, 66, 392, true, true).dp_units, 0);
+  EXPECT_EQ(StreamKSplit::make(9, 66, 392, true, true).range_begin(1), 53);
+  EXPECT_EQ(StreamKSplit::make(9, 66, 392, true).dp_units, 9);
+  EXPECT_EQ(StreamKSplit::make(49, 66, 36, true, true).dp_units, 49);
 }
 
 // The cuBLAS peers cache handles, a workspace and plans; release_cached_resources() frees them

@@ -34,18 +34,26 @@ struct StreamKSplit {
   // faster: ~12 k-blocks of cost per cluster.
   static constexpr int kMinIdleKBlocks = 16;
 
-  HK_HOST_DEVICE static StreamKSplit make(int64_t units, int64_t clusters, int k_blocks, bool stream_k) {
+  // few_units: a grid of more clusters than units (a launch that asks for it, as conv2d's weight
+  // gradient does: 9 output tiles over thousands of k-blocks) splits every unit's k-blocks over
+  // all clusters; otherwise a grid is at most one cluster per unit and a single partial wave
+  // stays whole.
+  HK_HOST_DEVICE static StreamKSplit make(int64_t units, int64_t clusters, int k_blocks, bool stream_k,
+                                          bool few_units = false) {
     StreamKSplit p;
     p.clusters = static_cast<int32_t>(clusters);
     p.k_blocks = k_blocks;
-    // Split only when the last wave is partial, a full one comes before it, and the idle time
-    // it would recover, (ceil(U / G) G - U) k_blocks / G per cluster, beats kMinIdleKBlocks
-    // (and the split k-blocks count in 32 bits: 32-bit range math keeps the consumers'
-    // registers under 232).
-    const int64_t dp = units > clusters ? (units / clusters - 1) * clusters : units;
+    // Split only when the last wave is partial, a full one comes before it (or, few_units, it is
+    // the only one), and the idle time it would recover, (ceil(U / G) G - U) k_blocks / G per
+    // cluster, beats kMinIdleKBlocks (and the split k-blocks count in 32 bits: 32-bit range math
+    // keeps the consumers' registers under 232).
+    const bool first_wave = few_units && units < clusters;
+    const int64_t dp = units > clusters ? (units / clusters - 1) * clusters : first_wave ? 0 : units;
     const int64_t idle = ((units + clusters - 1) / clusters * clusters - units) * k_blocks;
-    const bool split = stream_k && units > clusters && units % clusters != 0 && k_blocks > 1 &&
-                       idle >= int64_t(kMinIdleKBlocks) * clusters &&
+    // (A single wave splits only if every cluster's range holds a k-block: a finisher waits for a
+    // partial from every cluster below it whose range reaches into its tile.)
+    const bool split = stream_k && (units > clusters || (first_wave && units * k_blocks >= clusters)) &&
+                       units % clusters != 0 && k_blocks > 1 && idle >= int64_t(kMinIdleKBlocks) * clusters &&
                        (units - dp) * k_blocks < (int64_t(1) << 31) / (clusters + 1);
     p.dp_units = split ? dp : units;
     p.iters = static_cast<int32_t>((units - p.dp_units) * k_blocks);
@@ -53,7 +61,7 @@ struct StreamKSplit {
   }
   // The first k-block (of the split ones) of cluster c's range; c = clusters is the end.
   HK_HOST_DEVICE int32_t range_begin(int32_t c) const { return iters * c / clusters; }
-  // A range is shorter than 2 tiles' k-blocks, so it has at most 3 pieces.
+  // A range is shorter than 2 tiles' k-blocks (one, with few_units), so it has at most 3 pieces.
   static constexpr int kMaxPieces = 4;
   struct Pieces {
     int32_t count;

@@ -472,6 +472,12 @@ class Conv2dFamily final : public Family {
         {1, 32, 12, 12, 32, 5, 5, 1, 0, 0, 0, 0, 1, 32},
         // Images of 511 and 513 rows and columns: tails of every power-of-two tile.
         {1, 4, 511, 513, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},  {1, 8, 513, 511, 8, 7, 7, 2, 3, 3, 3, 3, 1, 8},
+        // Channels in whole 64-channel blocks (the implicit GEMM's k-blocks): 128-pixel tiles that
+        // cross rows and images, a last tile past M, Cout tails of 256-wide tiles; stride and
+        // dilation 2, 'same' with an even kernel, padding beyond the kernel's reach, 1x1.
+        {1, 128, 17, 19, 264, 3, 3, 2, 1, 1, 1, 1, 2, 1}, {2, 64, 33, 33, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+        {1, 64, 5, 6, 16, 3, 3, 1, 3, 3, 3, 3, 1, 1},     {3, 64, 7, 7, 128, 1, 1, 1, 0, 0, 0, 0, 1, 1},
+        {1, 64, 15, 15, 64, 4, 4, 1, 1, 2, 1, 2, 1, 1},   {2, 128, 9, 11, 64, 3, 3, 1, 1, 1, 1, 1, 2, 1},
     };
     std::vector<ProblemPtr> out;
     for (size_t i = 0; i < cases.size(); ++i) {

@@ -83,6 +83,19 @@ struct Conv2dArgs {
   static Conv2dArgs bind(const Conv2dProblem& p, const Operands& ops);
 };
 
+// Why cuDNN's graph API refuses the convolution node of `a` (its tensors, convolution and operation
+// descriptors, which need no device), or "" when it builds: the baseline's graph path, checked on
+// the CPU for every test problem (conv2d/baseline_cudnn.cpp).
+std::string conv2d_cudnn_graph_refusal(const Conv2dArgs& a);
+
+// The A tile v06 loads for k-block k0 / 64 of output pixels m0 .. m0 + pixels - 1 (pixels 128,
+// or 64 as the weight gradient's B boxes), copied to device memory `out` (pixels x 128 bytes)
+// as TMA wrote it: rows of 64 channels, 16-byte chunks swizzled by XOR with row % 8. a is a
+// forward NHWC 16-bit problem with C a multiple of 64 and x on the device. For the GPU suite:
+// the im2col tensor map and load checked apart from the GEMM (conv2d/v06_implicit_gemm_wgmma.cu).
+void conv2d_v06_probe_a_tile(const Conv2dArgs& a, int32_t m0, int32_t k0, int pixels, void* out,
+                             cudaStream_t stream);
+
 // y += bias[channel] over the forward output a.out (f32 math, one more rounding): for rungs
 // without a bias epilogue (conv2d/bias_add.cu).
 void conv2d_add_bias(const Conv2dArgs& a, cudaStream_t stream);

@@ -97,6 +97,7 @@ struct HopperConfig : P {
   static_assert(!P::kPlainEpilogue || P::kTmaStore, "the plain epilogue is a TMA-store epilogue");
   static_assert(!P::kStreamK || (P::kPersistent && P::kMmaInFlight == 1),
                 "stream-K splits a persistent grid's last waves");
+  static_assert(!P::kStreamKFewUnits || P::kStreamK, "a grid of more clusters than units is for stream-K");
   static_assert(P::kMmaInFlight == 0 || P::kMmaInFlight == 1, "wgmma groups in flight across k-blocks: 0 or 1");
   static_assert(P::kMmaInFlight == 0 || P::kStages >= 2, "a slot is released one k-block late: needs 2+ stages");
   static_assert(P::kBlockN == 128 || P::kBlockN == 256, "wgmma m64n128k16 or m64n256k16");
@@ -392,12 +393,38 @@ __device__ __forceinline__ void stream_k_add_partial(const StreamKWorkspace& ws,
   if (t == 0) flag.store(0, cuda::memory_order_relaxed);
 }
 
+// How the producer fills a slot: load_a writes the (kBlockM x 64) block of A at rows m0, columns
+// k0 of matrix bz, read through tma_a; load_b this CTA's share of the (kBlockN x 64) block of B
+// at columns n0 (tma_load_b_share). A convolution supplies its own: conv2d's implicit GEMM reads
+// the rows of an im2col view of its input through an im2col-mode map, as A (forward) or as B
+// (the weight gradient).
+struct MatrixLoads {
+  template <bool kAMn, class Cfg>
+  __device__ __forceinline__ void load_a(uint8_t* a_dst, const CUtensorMap* tma_a, const GemmArgs& g, int32_t m0,
+                                         int32_t k0, int32_t bz, uint64_t* bar) const {
+    if constexpr (!kAMn) {
+      ptx::tma_load_3d(a_dst, tma_a, k0, m0, bz, bar);  // box (64 K, 128 M)
+    } else {
+#pragma unroll
+      for (int j = 0; j < Cfg::kBlockM / 64; ++j) {  // boxes (64 M, 64 K), 8 KB apart
+        const int32_t mj = m0 + 64 * j < g.m ? m0 + 64 * j : m0;
+        ptx::tma_load_3d(a_dst + j * 8192, tma_a, mj, k0, bz, bar);
+      }
+    }
+  }
+  template <bool kBMn, class Cfg>
+  __device__ __forceinline__ void load_b(uint8_t* b_dst, const CUtensorMap* tma_b, const GemmArgs& g, int32_t n0,
+                                         int32_t k0, int32_t bz, uint64_t* bar, uint32_t rank) const {
+    tma_load_b_share<kBMn, Cfg>(b_dst, tma_b, n0, k0, bz, bar, rank, g.n);
+  }
+};
+
 // Epi: RuntimeEpilogue, or the FusedEpilogue the host picked for the problem.
-// skw: the stream-K workspace (Cfg::kStreamK only).
-template <class T, bool kAMn, bool kBMn, class Cfg, class Epi = RuntimeEpilogue>
+// skw: the stream-K workspace (Cfg::kStreamK only). loads: how A and B tiles are read (MatrixLoads).
+template <class T, bool kAMn, bool kBMn, class Cfg, class Epi = RuntimeEpilogue, class Loads = MatrixLoads>
 __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
                                                  const CUtensorMap* tma_c, const GemmArgs& g,
-                                                 const StreamKWorkspace& skw = {}) {
+                                                 const StreamKWorkspace& skw = {}, const Loads& loads = {}) {
   constexpr int kBN = Cfg::kBlockN, kS = Cfg::kStages, kC = Cfg::kCluster;
   static_assert(std::is_same_v<Epi, RuntimeEpilogue> || Cfg::kTmaStore, "a compile-time epilogue stores with TMA");
   extern __shared__ uint8_t hk_gemm_smem[];
@@ -428,7 +455,8 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
   // Non-persistent: one unit per cluster. Persistent: units c, c + G, ... (and with stream-K the
   // split ranges after them).
   const StreamKSplit split =
-      StreamKSplit::make(units, Cfg::kPersistent ? gridDim.x / kC : units, k_blocks, Cfg::kStreamK);
+      StreamKSplit::make(units, Cfg::kPersistent ? gridDim.x / kC : units, k_blocks, Cfg::kStreamK,
+                         Cfg::kStreamKFewUnits);
   const int32_t cluster_id = static_cast<int32_t>(blockIdx.x / kC);
 
   if (threadIdx.x == 0) {
@@ -457,17 +485,8 @@ __device__ __forceinline__ void hopper_gemm_body(const CUtensorMap* tma_a, const
           ring.producer_expect_tx(it, Cfg::kStageBytes);  // both halves of B included
           uint64_t* full_bar = ring.full_barrier(it);
           const int32_t k0 = kb * Cfg::kBlockK;
-          uint8_t* a_dst = sa + s * Cfg::kABytes;
-          if constexpr (!kAMn) {
-            ptx::tma_load_3d(a_dst, tma_a, k0, m0, bz, full_bar);  // box (64 K, 128 M)
-          } else {
-#pragma unroll
-            for (int j = 0; j < Cfg::kBlockM / 64; ++j) {  // boxes (64 M, 64 K), 8 KB apart
-              const int32_t mj = m0 + 64 * j < g.m ? m0 + 64 * j : m0;
-              ptx::tma_load_3d(a_dst + j * 8192, tma_a, mj, k0, bz, full_bar);
-            }
-          }
-          tma_load_b_share<kBMn, Cfg>(sb + s * Cfg::kBBytes, tma_b, n0, k0, bz, full_bar, rank, g.n);
+          loads.template load_a<kAMn, Cfg>(sa + s * Cfg::kABytes, tma_a, g, m0, k0, bz, full_bar);
+          loads.template load_b<kBMn, Cfg>(sb + s * Cfg::kBBytes, tma_b, g, n0, k0, bz, full_bar, rank);
         }
       });
     }
@@ -643,24 +662,35 @@ int hopper_max_units(HopperKernel<Extra...> kernel) {
   return units;
 }
 
+// The clusters a persistent launch over `units` tile units gets, `fit` fitting at once
+// (hopper_max_units): one per unit up to that, or every one that fits (Cfg::kStreamKFewUnits: a single wave's k-blocks split
+// over all of them).
+template <class Cfg>
+int64_t hopper_grid_clusters(int64_t units, int64_t fit) {
+  return Cfg::kStreamKFewUnits ? fit : std::min<int64_t>(units, fit);
+}
+
 // Whether a stream-K kernel's schedule splits problem g: StreamKSplit::make from the units, grid
 // clusters and k-blocks its launch has (the kernel makes the same call on the device).
 template <class Cfg, class... Extra>
 bool stream_k_splits(HopperKernel<Extra...> kernel, const GemmArgs& g) {
   const auto sched = sched::TileScheduler::make(ceil_div(g.m, Cfg::kBlockM), ceil_div(g.n, Cfg::kBlockN), g.batch,
                                                 Cfg::kCluster, Cfg::kGroup);
-  const int64_t clusters = std::min<int64_t>(sched.units(), hopper_max_units<Cfg>(kernel));
+  const int64_t clusters = hopper_grid_clusters<Cfg>(sched.units(), hopper_max_units<Cfg>(kernel));
   const int k_blocks = static_cast<int>(ceil_div(g.k, int64_t(Cfg::kBlockK)));
-  return StreamKSplit::make(sched.units(), clusters, k_blocks, true).dp_units < sched.units();
+  return StreamKSplit::make(sched.units(), clusters, k_blocks, true, Cfg::kStreamKFewUnits).dp_units < sched.units();
 }
 
+// Launches `kernel` (a rung's kernel, or a kernel built on hopper_gemm_body elsewhere, such as
+// conv2d's implicit GEMM) over problem g's tiles with the given maps and extra arguments: one
+// cluster per tile unit, or (Cfg::kPersistent) hopper_grid_clusters.
 template <class Cfg, class... Extra>
-void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char* name, cudaStream_t stream) {
-  const HopperMaps maps = make_hopper_maps<Cfg>(g);
-  const int max_units = hopper_max_units<Cfg>(kernel);
+void launch_hopper_kernel(HopperKernel<Extra...> kernel, const HopperMaps& maps, const GemmArgs& g, const char* name,
+                          cudaStream_t stream, std::type_identity_t<Extra>... extra) {
   const auto sched = sched::TileScheduler::make(ceil_div(g.m, Cfg::kBlockM), ceil_div(g.n, Cfg::kBlockN), g.batch,
                                                 Cfg::kCluster, Cfg::kGroup);
-  const int64_t units = Cfg::kPersistent ? std::min<int64_t>(sched.units(), max_units) : sched.units();
+  const int64_t fit = hopper_max_units<Cfg>(kernel);  // (after the kernel's shared-memory opt-in)
+  const int64_t units = Cfg::kPersistent ? hopper_grid_clusters<Cfg>(sched.units(), fit) : sched.units();
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid_dim(units * Cfg::kCluster, "tile"));
   cfg.blockDim = dim3(Cfg::kThreads);
@@ -672,16 +702,22 @@ void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char*
     attr.val.clusterDim.x = Cfg::kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
     cfg.attrs = &attr, cfg.numAttrs = 1;
   }
+  HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g, extra...));
+  HK_CHECK_LAUNCH(name);
+}
+
+template <class Cfg, class... Extra>
+void launch_hopper(HopperKernel<Extra...> kernel, const GemmArgs& g, const char* name, cudaStream_t stream) {
+  const HopperMaps maps = make_hopper_maps<Cfg>(g);
   if constexpr (sizeof...(Extra) > 0) {
     static_assert(std::is_same_v<HopperKernel<Extra...>, HopperKernel<StreamKWorkspace>>,
-                  "a hopper kernel's one extra argument is stream-K's workspace");
+                  "a GEMM rung's one extra argument is stream-K's workspace");
     // The workspace is only allocated (once per stream) for a problem that splits.
     const StreamKWorkspace ws = stream_k_splits<Cfg>(kernel, g) ? stream_k_workspace<Cfg>(stream) : StreamKWorkspace{};
-    HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g, ws));
+    launch_hopper_kernel<Cfg>(kernel, maps, g, name, stream, ws);
   } else {
-    HK_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, maps.a, maps.b, maps.c, g));
+    launch_hopper_kernel<Cfg>(kernel, maps, g, name, stream);
   }
-  HK_CHECK_LAUNCH(name);
 }
 
 // Calls fn(Epi{}) with the epilogue kind of problem g when every kind is compiled

@@ -38,6 +38,7 @@ struct V07 {
   static constexpr bool kCtaRelease = false;     // (kCluster > 1 only)
   static constexpr bool kPlainEpilogue = false;  // one generic epilogue
   static constexpr bool kStreamK = false;        // whole tiles per cluster
+  static constexpr bool kStreamKFewUnits = false;  // (kStreamK) a persistent grid of at most one cluster per unit
   static constexpr bool kPingpong = false;       // both consumer warpgroups share each tile
   // What is compiled: a teaching rung compiles what its ladder benchmark runs (bf16, the "nt"
   // layout), with the epilogue read from GemmArgs in the kernel; supports() declines the rest.
