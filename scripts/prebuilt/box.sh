@@ -3,8 +3,9 @@
 # against the prebuilt library in the background (PYEXT_PID; the package is then importable
 # with PYTHONPATH=/tmp/hk-pyext/python). Sets B=build/ci.
 tar xzf build/carry/prebuilt.tgz
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:$PWD/build/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=build/ci
+# The binaries' runpath names the directory they were built in; the loader finds the library here.
+export LD_LIBRARY_PATH=$PWD/$B/src:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:$PWD/build/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 ( cmake -S scripts/prebuilt/pyext -B /tmp/hk-pyext -G Ninja -DCMAKE_BUILD_TYPE=Release -DREPO="$PWD" \
     -DPREBUILT="$PWD/$B" -DPython_EXECUTABLE="$(command -v python3)" &&
   cmake --build /tmp/hk-pyext -j 8 &&
