@@ -218,7 +218,7 @@ TEST(Threads, ATmaLaunchMayBeAThreadsFirstCudaCall) {
   const std::map<std::string, std::vector<std::string>> tma = {
       {"gemm", {"v18_stream_k_tail"}},
       {"attention", {"v05_wgmma_tma", "v06_pingpong_overlap", "v09_persistent"}},
-      {"gemm_fp8", {"v07_wgmma_in_flight"}}};
+      {"gemm_fp8", {"v08_lean_issue", "v07_wgmma_in_flight"}}};
   auto& reg = hk::Registry::get();
   for (const auto& [family, names] : tma) {
     const hk::Variant* v = nullptr;

@@ -287,13 +287,13 @@ TEST(GemmFp8, DispatchChoosesProductionRungs) {
   hk::GemmFp8Problem decode_k(64, 2112, 7104, e4, e4, DType::kBF16, Fp8Scaling::kBlock);
   EXPECT_EQ(reg.pick(decode_k).name(), "v05_split_k");  // 17 tiles over 56 k-blocks
   hk::GemmFp8Problem odd_m(4098, 4096, 4096, e4, e4, DType::kBF16, Fp8Scaling::kBlock);
-  EXPECT_EQ(reg.pick(odd_m).name(), "v07_wgmma_in_flight");
+  EXPECT_EQ(reg.pick(odd_m).name(), "v08_lean_issue");
   hk::GemmFp8Problem odd_k(17, 17, 1001, e4, e4, DType::kBF16, Fp8Scaling::kRow);
   EXPECT_EQ(reg.pick(odd_k).name(), "v04_aligned_pack");
   hk::GemmFp8Problem kn(128, 256, 512, e4, e4, DType::kBF16, Fp8Scaling::kBlock, true);
   EXPECT_EQ(reg.pick(kn).name(), "v04_aligned_pack");
   // A D whose base is not 16-byte aligned (a view at an offset): Lt declines it before the launch,
-  // and the wgmma kernel, which stores D from registers, serves it.
+  // and so does v08, which stores D with TMA; v07, which stores D from registers, serves it.
   hk::GemmFp8Problem d_off(4096, 4096, 4096, e4, e4, DType::kBF16, Fp8Scaling::kTensor);
   d_off.d_align_bytes = 4;
   EXPECT_EQ(reg.pick(d_off).name(), "v07_wgmma_in_flight");

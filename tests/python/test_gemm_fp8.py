@@ -99,10 +99,11 @@ def test_family_registered():
     assert "gemm_fp8" in hk.families()
     rungs = {v.name: v for v in hk.variants("gemm_fp8")}
     assert {"v01_dequant_naive", "baseline_cublaslt", "v02_wgmma_tensor_row", "v03_wgmma_block_scaled",
-            "v04_aligned_pack", "v05_split_k", "v06_cluster_multicast", "v07_wgmma_in_flight"} <= set(rungs)
+            "v04_aligned_pack", "v05_split_k", "v06_cluster_multicast", "v07_wgmma_in_flight",
+            "v08_lean_issue"} <= set(rungs)
     assert "reference" in rungs["v01_dequant_naive"].flags
     assert "baseline" in rungs["baseline_cublaslt"].flags
-    for name in ("baseline_cublaslt", "v04_aligned_pack", "v05_split_k", "v07_wgmma_in_flight"):
+    for name in ("baseline_cublaslt", "v04_aligned_pack", "v05_split_k", "v07_wgmma_in_flight", "v08_lean_issue"):
         assert "production" in rungs[name].flags
     for name in ("v02_wgmma_tensor_row", "v03_wgmma_block_scaled", "v06_cluster_multicast"):
         assert "production" not in rungs[name].flags

@@ -3,8 +3,9 @@
 // Routes are tried in order; the first whose supports() accepts the problem runs. Every route is
 // a production rung. On Hopper cuBLASLt's FP8 kernels are ahead of this library's own wgmma
 // kernels in every scaling mode on aligned operands (H200, 2026-12-03, timed in one process,
-// docs/gemm_fp8.md): per-tensor 4096^3 1346 against v07's 950 TFLOP/s. v07 and v05 serve what
-// Lt declines: e5m2 x e5m2, block-wise K that is not a multiple of 128 or M not a multiple of 4.
+// docs/gemm_fp8.md): per-tensor 4096^3 1346 against v07's 950 TFLOP/s. v05, v08 and v07 serve
+// what Lt declines: e5m2 x e5m2, block-wise K that is not a multiple of 128 or M not a multiple
+// of 4, a D at an odd offset.
 #include "gemm_fp8/gemm_fp8_op.hpp"
 
 namespace hk {
@@ -23,8 +24,15 @@ std::vector<Route> gemm_fp8_dispatch(const GemmFp8Problem& p) {
   // Operands TMA reads as given (K-major, 16-byte rows and bases): FP8 wgmma with f32 promotion
   // per 128-deep k-block, the next k-block's wgmma in flight during the promotion, the scales
   // where the scaling mode puts them.
-  routes.push_back({"v07_wgmma_in_flight", "K-major 16-byte rows that cuBLASLt declines: FP8 wgmma, k-block kb+1 in "
-                                           "flight while kb is promoted"});
+  // v08 is v07 with a leaner instruction stream and a TMA-store epilogue under the next tile's
+  // first wgmma: 1.06-1.45x v07 on every shape measured (H200, 2026-12-05, one process:
+  // per-tensor 4096^3 1246 vs 909, row-wise 1139 vs 796, block-wise 949 vs 841 TFLOP/s). It
+  // stores D with TMA, so v07, which stores from registers, keeps a D TMA cannot address.
+  routes.push_back({"v08_lean_issue", "K-major 16-byte rows that cuBLASLt declines, D with 16-byte rows: 1.06-1.45x "
+                                      "v07 (per-tensor 4096^3 1246 vs 909 TFLOP/s)"});
+  routes.push_back({"v07_wgmma_in_flight", "what v08 declines (D at an offset or with rows not a multiple of 16 "
+                                           "bytes): FP8 wgmma, k-block kb+1 in flight while kb is promoted, D "
+                                           "stored from registers"});
   // Everything else (K % 16 != 0, padded or unaligned rows, a [K, N] weight): one K-major copy of
   // the offending operand, then the routes above.
   routes.push_back({"v04_aligned_pack", "operands TMA cannot read K-major as given: copied once into 16-byte rows, "

@@ -5,7 +5,7 @@
 // weight stored [K, N] row-major (N-contiguous: the transposed view) — is copied once into
 // K-major scratch with 16-byte rows, then the route the dispatch picks for K-major operands
 // runs on the copy (cuBLASLt where it takes the problem, else v05 for few tiles over a long K,
-// else v07). The scales are read where they are (any strides), and so is D (any leading
+// else v08, or v07 for a D TMA cannot store). The scales are read where they are (any strides), and so is D (any leading
 // stride: the wgmma rungs store from registers).
 // Adds over v02/v03: the op's whole contract (any M, N, K >= 1, any strides) at the price of one
 // pass over the repacked operand (M K or N K bytes read and written; a transposed B is read with
@@ -45,7 +45,7 @@ bool tma_ready(const void* p, int64_t s0, int64_t s1) {
 }
 
 // The family's dispatch, asked again for the K-major operands: cuBLASLt where it takes them, else
-// v05 for few tiles over a long K, else v07.
+// v05 for few tiles over a long K, else v08 (v07 for a D TMA cannot store).
 void run_k_major(const GemmFp8Args& q, cudaStream_t stream) {
   const GemmFp8Problem p = gemm_fp8_problem_of(q);
   const Choice choice = Registry::get().choose(p);
@@ -96,7 +96,7 @@ std::string gemm_fp8_v04_supports(const GemmFp8Problem& p) {
 
 HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v04_aligned_pack",
                     "any layout: operands TMA cannot read K-major are copied into 16-byte-row scratch (a [K, N] "
-                    "weight transposed), then cuBLASLt, v05 or v07 run on the copies",
+                    "weight transposed), then cuBLASLt, v05, v08 or v07 run on the copies",
                     90, kFlagProduction, gemm_fp8_v04_supports, gemm_fp8_v04_launch);
 
 }  // namespace hk::gemm_fp8_v04_aligned_pack

@@ -60,6 +60,6 @@ void gemm_fp8_v08_launch(const GemmFp8Args& g, cudaStream_t stream) {
 HK_REGISTER_VARIANT(GemmFp8Problem, GemmFp8Args, "gemm_fp8", "v08_lean_issue",
                     "v07 with uniform-register descriptors, a stage/phase ring cursor, and a TMA-store epilogue "
                     "that runs under the next tile's first wgmma",
-                    90, kFlagNone, gemm_fp8_v08_supports, gemm_fp8_v08_launch);
+                    90, kFlagProduction, gemm_fp8_v08_supports, gemm_fp8_v08_launch);
 
 }  // namespace hk
