@@ -25,7 +25,8 @@ backend; the full run adds the rows the attention family's goals name: head dims
 grouped-query heads (4:1, 8:1; the baseline is SDPA with ``enable_gqa`` on the backend PyTorch
 picks), the deterministic backward (op ``attention_fwd_bwd_det``), 16 heads x 16384 tokens x D64
 causal, and packed variable-length batches against ``varlen_attn`` (ops ``attention_varlen``,
-``attention_varlen_fwd_bwd``). conv2d and conv2d_single are timed against ``F.conv2d`` (cuDNN)
+``attention_varlen_fwd_bwd``). ``attention_fp8`` (e4m3 inputs quantised per head) is timed
+against the same SDPA backends on the bf16 tensors it was quantised from. conv2d and conv2d_single are timed against ``F.conv2d`` (cuDNN)
 on ``channels_last`` bf16 layers and on the puzzle's padded single-channel stencil; matmul_fp8
 against ``torch._scaled_mm`` in each scaling mode. A case whose call raises is reported as a FAIL
 row and the run goes on.
@@ -597,6 +598,38 @@ def time_interleaved(fns: list[Callable[[], Any]], samples: int, flush: Any,
     return gpu, host
 
 
+def _fp8_per_head(x: Any) -> tuple[Any, Any]:
+    """``x`` [B, H, S, D] as e4m3 scaled per (batch, head) to e4m3's range (amax / 448), and the
+    f32 descales [B, H] that undo it: FlashAttention-3's per-head FP8 quantisation."""
+    descale = (x.float().abs().amax(dim=(2, 3)) / 448.0).clamp_min(1e-12)
+    return (x.float() / descale[:, :, None, None]).to(torch.float8_e4m3fn), descale.contiguous()
+
+
+def _attention_fp8_cases(hk: Any, quick: bool) -> list[Case]:
+    """attention_fp8 (e4m3 q, k, v with per-head descales, bf16 output) against what a user
+    without an FP8 kernel runs: SDPA on the bf16 tensors they were quantised from, pinned to the
+    flash backend (the baseline) and to cuDNN. The check holds the FP8 output to half the RMS of
+    SDPA's (and to 2^-3 max|v|), the bound the C++ suite puts on it against the dequantised
+    inputs; here the quantisation of q, k and v adds its own error to P's rounding."""
+    shapes = [(4, 4096, 16, 128, False)] if quick else [
+        (4, 4096, 16, 128, False), (4, 4096, 16, 128, True), (8, 2048, 32, 64, False), (2, 8192, 16, 128, False)]
+    cases: list[Case] = []
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    for b, s, h, d, causal in shapes:
+        q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
+        (q8, dq), (k8, dk), (v8, dv) = (_fp8_per_head(t) for t in (q, k, v))
+        ref = _sdpa_backend("flash")(q, k, v, causal).float()
+        atol = min(0.125 * float(v.float().abs().max()), 0.5 * float(ref.pow(2).mean().sqrt()))
+        tag = f"b{b}_s{s}_h{h}_d{d}{'_causal' if causal else ''}_e4m3"
+        case = Case("attention_fp8", tag,
+                    lambda a=(q8, k8, v8, dq, dk, dv), c=causal: hk.attention_fp8(*a, causal=c, layout="bhsd"),
+                    lambda q=q, k=k, v=v, c=causal: _sdpa_backend("flash")(q, k, v, c),
+                    4.0 * b * h * s * s * d * (0.5 if causal else 1.0), _bytes(q8, k8, v8, q), atol, 0.0, None)
+        case.extra["cudnn"] = lambda q=q, k=k, v=v, c=causal: _sdpa_backend("cudnn")(q, k, v, c)
+        cases.append(case)
+    return cases
+
+
 def _median(v: list[float]) -> float:
     s = sorted(v)
     n = len(s)
@@ -625,8 +658,8 @@ def run(ops: list[str] | None = None, quick: bool = False, samples: int = 30, co
 
     if torch is None or not torch.cuda.is_available():
         raise RuntimeError("hopperkit.bench needs torch with a CUDA device")
-    cases = (_memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick) + _w4a16_cases(hk, quick) +
-             _fp8_cases(hk, quick) + _conv_cases(hk, quick))
+    cases = (_memory_cases(hk, quick) + _gemm_cases(hk, quick) + _attention_cases(hk, quick) +
+             _attention_fp8_cases(hk, quick) + _w4a16_cases(hk, quick) + _fp8_cases(hk, quick) + _conv_cases(hk, quick))
     if not quick:
         cases += _attention_goal_cases(hk)
     if ops:

@@ -90,6 +90,36 @@ def test_torch_bench_quick_has_one_checked_row_per_block_op_and_backward(cuda):
         assert r["problem"].endswith("_bf16") and r["median_us"] > 0
 
 
+def test_torch_bench_attention_fp8_row_is_checked_against_sdpa(cuda):
+    # The FP8 forward against SDPA on the bf16 tensors it was quantised from: the row passes the
+    # check (half the RMS of SDPA's output) and is timed beside both SDPA backends.
+    import hopperkit.bench as tb
+
+    doc = tb.run(["attention_fp8"], quick=True, samples=3, compile=False, progress=False)
+    rows = {r["variant"]: r for r in doc["rows"]}
+    assert rows["hopperkit"]["status"] == "ok", rows["hopperkit"]
+    assert rows["hopperkit"]["problem"].endswith("_e4m3") and rows["hopperkit"]["median_us"] > 0
+    assert {"torch", "torch.cudnn"} <= set(rows)
+
+
+def test_fp8_per_head_quantisation_round_trips_within_e4m3():
+    # The bench's quantiser: each (batch, head) scaled to e4m3's range, descales that undo it.
+    torch = pytest.importorskip("torch")
+    import hopperkit.bench as tb
+
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8_e4m3fn")
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 40, 16, generator=gen) * torch.tensor([1.0, 50.0, 1e-3]).view(1, 3, 1, 1)
+    x8, descale = tb._fp8_per_head(x)
+    assert x8.dtype == torch.float8_e4m3fn and descale.shape == (2, 3) and descale.dtype == torch.float32
+    assert torch.allclose(x8.float().abs().amax(dim=(2, 3)), torch.full((2, 3), 448.0))
+    back = x8.float() * descale[:, :, None, None]
+    # e4m3 rounds to 3 mantissa bits (half an ulp: 2^-4 relative), subnormals to steps of 2^-9.
+    bound = 2.0 ** -4 * x.abs() + 2.0 ** -10 * descale[:, :, None, None]
+    assert ((back - x).abs() <= bound).all()
+
+
 def test_a_case_whose_call_raises_is_a_fail_row_and_the_run_goes_on():
     import hopperkit.bench as tb
 
