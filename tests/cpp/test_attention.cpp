@@ -449,6 +449,16 @@ TEST(AttentionVarlenDispatch, PicksByHeadDim) {
   EXPECT_EQ(bench[0]->key(), "4x4096x4096_h16x16_d128_e4m3_causal_fwd");
   EXPECT_EQ(reg.pick(*bench[0]).name(), "v10_fp8_forward");
   sel.dtypes = {};
+  // The quick suite: bf16 forward and backward and the e4m3 forward, one shape
+  sel.shapes = {};
+  sel.quick = true;
+  bench = reg.family("attention")->bench_problems(sel);
+  ASSERT_EQ(bench.size(), 3u);
+  EXPECT_EQ(bench[0]->key(), "8x2048x2048_h16x16_d128_bf16_causal_fwd");
+  EXPECT_EQ(bench[1]->key(), "8x2048x2048_h16x16_d128_bf16_causal_bwd");
+  EXPECT_EQ(bench[2]->key(), "8x2048x2048_h16x16_d128_e4m3_causal_fwd");
+  EXPECT_EQ(reg.pick(*bench[2]).name(), "v10_fp8_forward");
+  sel.quick = false;
   sel.shapes = {"2048x128:bhds"};
   expect_error(ErrorKind::kValue, "layout is bshd or bhsd", [&] { reg.family("attention")->bench_problems(sel); });
   sel.shapes = {"2048x128x1x1:bhsd"};

@@ -1169,7 +1169,11 @@ class AttentionFamily final : public Family {
       for (int64_t d : {64, 128})
         for (int64_t s : seqs)
           for (bool c : {false, true}) list.push_back({s, d, c});
-    std::vector<DType> dtypes = sel.dtypes.empty() ? std::vector<DType>{DType::kBF16} : sel.dtypes;
+    // The quick suite times the public op of both inputs it takes: bf16 (forward and backward)
+    // and e4m3 (attention_fp8's forward).
+    std::vector<DType> dtypes = !sel.dtypes.empty() ? sel.dtypes
+                                : sel.quick         ? std::vector<DType>{DType::kBF16, DType::kF8E4M3}
+                                                    : std::vector<DType>{DType::kBF16};
     std::vector<ProblemPtr> out;
     for (auto& b : list)
       for (DType dt : dtypes)
