@@ -17,9 +17,10 @@
 #                   a ~90 s build on a fresh 16-core machine
 #   --only STAGES   comma-separated subset of: tests,sanitize,python,bench,ladders,gemm,attention,lowp,torch,block,profile,microbench
 #                   (the build always runs; it is incremental; `--only build` builds and stops).
-#                   Where one command has a time limit, split the check: tests,sanitize,python
-#                   take ~6 minutes on an H200 (prebuilt); bench,ladders ~9 with HK_BUDGET_MS=150; then
-#                   gemm,profile,microbench.
+#                   Where one command has a time limit, split the check: tests,python take ~9
+#                   minutes on an H200 (prebuilt; the Python suite 7.5 of them, H200, 2026-12-05);
+#                   sanitize on its own (beside them, racecheck and initcheck did not finish in 9
+#                   minutes); bench,ladders ~9 with HK_BUDGET_MS=150; then gemm,profile,microbench.
 #   HK_BUDGET_MS    timing budget per row of the ladder and gemm stages (default 400)
 #   HK_LADDER_SHAPES, HK_LADDER_DTYPES  the ladders stage at these shapes / dtypes only, e.g.
 #                   HK_LADDER_SHAPES="16384x8192 4x67108864" HK_LADDER_DTYPES=bf16,f32 HK_BUDGET_MS=30
