@@ -7,9 +7,11 @@
 // variant pack and cudnnBackendExecute. Where the backend refuses a step, the legacy API:
 // cudnnConvolutionForward / BackwardData / BackwardFilter with the algorithm
 // cudnnGet*Algorithm_v7's heuristics rank first, descriptors and choice built once per problem and
-// device (a Plan). Both: f32 runs FMA math only (no TF32: the family's f32 tolerance is f32's)
-// and no FFT or Winograd algorithm (their transforms left 1.5e-3 absolute error in a filter
-// gradient summing 2178 products, past that tolerance: H200, cuDNN 9, 2026-12-05);
+// device (a Plan). Both: f32 runs FMA math only (no TF32: the family's f32 tolerance is f32's),
+// no FFT or Winograd algorithm and no atomic (non-deterministic) filter gradient: the cuDNN
+// route left 1.5e-3 absolute error in an f32 filter gradient summing 2178 products, past that
+// tolerance (H200, cuDNN 9.19, 2026-12-05), where the graph API's first choice under the notes
+// filtered before was a non-deterministic engine and the legacy API may pick a transform;
 // f16 and bf16 run tensor-op math with f32 compute, and a 16-bit filter gradient no atomic
 // (non-deterministic) algorithm. Bias is one elementwise pass after the forward (as PyTorch adds
 // it). The workspace is the stream's cached scratch (core/scratch.hpp).
@@ -207,12 +209,14 @@ std::shared_ptr<const Plan> plan_for(const Conv2dArgs& a, cudnnHandle_t h, int d
     check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                         &got, perf),
           "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    // 16-bit: the two non-deterministic algorithms add partial sums into the 16-bit filter
-    // gradient; on a grouped, dilated f16 problem (C8 33x65, groups 8) their result was 1%
-    // off the fp64 one, 4x the f32-accumulation tolerance (H200, cuDNN 9, 2026-12-02).
+    // The two non-deterministic algorithms add partial sums into the filter gradient: at 16 bits
+    // a grouped, dilated f16 problem (C8 33x65, groups 8) came out 1% off the fp64 result, 4x
+    // the f32-accumulation tolerance (H200, cuDNN 9, 2026-12-02). f32 passes over them and over
+    // the transforms (see the top of this file).
     if (a.dtype == DType::kF32)
       choice = pick(perf, got, a.dtype,
-                    {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING,
+                    {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3,
+                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING,
                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED});
     else
       choice = pick(perf, got, a.dtype, {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3});
@@ -314,10 +318,8 @@ bool acceptable_engine(cudnnBackendDescriptor_t cfg, const Conv2dArgs& a) {
   for (int64_t i = 0; i < n; ++i) {
     const cudnnBackendNumericalNote_t note = notes[i];
     // f32: an engine without numerical notes (no tensor cores, i.e. TF32 inputs; no FFT or
-    // Winograd transform), as the legacy path's choice.
-    if (a.dtype == DType::kF32 && note != CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC &&
-        note != CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP)
-      return false;
+    // Winograd transform; no non-deterministic reduction), as the legacy path's choice.
+    if (a.dtype == DType::kF32 && note != CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP) return false;
     // 16-bit: no reduction in reduced precision; a filter gradient without atomics (the legacy
     // path's algorithms 0 and 3, which add partial sums into the 16-bit output).
     if (a.dtype != DType::kF32 && note == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) return false;
