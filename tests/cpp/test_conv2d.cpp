@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -364,6 +365,68 @@ TEST(Conv2dIm2colTma, DeclinesWhatTheLoadsCannotDescribe) {
   EXPECT_EQ(why(Conv2dProblem(1, 64, 8, 8, 8, 3, 3, params(2, 1, 1, 1, 1, 1, 1, ConvLayout::kNHWC), DType::kBF16,
                               ConvDirection::kBackwardWeight, false)),
             "");
+}
+
+// The cuDNN baseline's numerics filter against what cuDNN's heuristics really offer, asked for an
+// H200 described in JSON (no device needed): f32 takes only engines without numerical notes
+// (an f32 filter gradient of this shape came back past the f32 bound from cuDNN, 2026-12-05,
+// when the filter still admitted a non-deterministic engine), 16-bit keeps tensor cores and
+// refuses a non-deterministic filter gradient.
+TEST(Conv2dCudnnGraph, TheNumericsFilterOnTheEnginesCudnnOffersAnH200) {
+  if (!hk::Registry::get().variant("conv2d", "baseline_cudnn")->supports(
+          Conv2dProblem(1, 4, 8, 8, 4, 3, 3, params(1, 1, 1, 1, 1, 1, 1, ConvLayout::kNCHW), DType::kF32,
+                        ConvDirection::kForward, false)).empty())
+    GTEST_SKIP() << "built without cuDNN";
+  // The fields cuDNN reads from a CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR's JSON, with an H200's values.
+  const std::string h200 =
+      R"({"deviceVer":900,"multiProcessorCount":132,"warpSize":32,"maxSharedMemoryPerBlock":49152,)"
+      R"("maxSharedMemoryPerBlockOptin":232448,"reservedSharedMemoryPerBlock":1024,"maxRegistersPerSM":65536,)"
+      R"("maxCtasPerSM":32,"maxThreadsPerBlock":1024,"maxThreadsPerSM":2048,"regsPerBlock":65536,)"
+      R"("totalGlobalMem":150109880320,"smClockRateKHz":1980000,"l2CacheSize":62914560,)"
+      R"("maxBlockSize":[1024,1024,64],"memClockRateKHz":3201000,"maxGridSize":[2147483647,65535,65535],)"
+      R"("supportCoopLaunch":1,"pciDeviceId":9013,"isTccDriver":0,"cudaDeviceId":0,"driverVer":13000,)"
+      R"("deviceName":"NVIDIA H200"})";
+  constexpr int kTensorCore = 0, kNondeterministic = 4, kStrictNanProp = 9;  // cudnnBackendNumericalNote_t
+  auto offers = [&](const Conv2dProblem& p) {
+    hk::Operands ops;
+    for (auto& s : p.inputs()) ops.in.emplace_back(fake_ptr(), s.dtype, s.shape);
+    for (auto& s : p.outputs()) ops.out.emplace_back(fake_ptr(), s.dtype, s.shape);
+    return hk::conv2d_cudnn_offers(hk::Conv2dArgs::bind(p, ops), h200);
+  };
+  auto has = [](const hk::Conv2dCudnnOffer& o, int note) {
+    return std::find(o.notes.begin(), o.notes.end(), note) != o.notes.end();
+  };
+  for (ConvLayout layout : {ConvLayout::kNHWC, ConvLayout::kNCHW}) {
+    const Conv2dParams prm = params(1, 1, 1, 1, 1, 1, 1, layout);
+    // f32 filter gradient: something accepted, and only engines without notes.
+    const auto f32 = offers(Conv2dProblem(2, 64, 33, 33, 72, 3, 3, prm, DType::kF32, ConvDirection::kBackwardWeight,
+                                          false));
+    ASSERT_FALSE(f32.empty());
+    int accepted = 0, refused_tc = 0;
+    for (const auto& o : f32) {
+      if (o.accepted) {
+        ++accepted;
+        for (int n : o.notes) EXPECT_EQ(n, kStrictNanProp) << "engine " << o.engine << " (mode " << o.mode << ")";
+      } else if (has(o, kTensorCore)) {
+        ++refused_tc;
+      }
+    }
+    EXPECT_GT(accepted, 0);
+    EXPECT_GT(refused_tc, 0);  // TF32 engines are on offer for f32, and refused
+    // bf16: tensor-core engines taken; the filter gradient never a non-deterministic one.
+    for (ConvDirection dir : {ConvDirection::kForward, ConvDirection::kBackwardWeight}) {
+      const auto bf16 = offers(Conv2dProblem(2, 64, 33, 33, 72, 3, 3, prm, DType::kBF16, dir, false));
+      bool tc_taken = false;
+      for (const auto& o : bf16) {
+        if (!o.accepted) continue;
+        tc_taken |= has(o, kTensorCore);
+        if (dir == ConvDirection::kBackwardWeight) {
+          EXPECT_FALSE(has(o, kNondeterministic)) << "engine " << o.engine;
+        }
+      }
+      EXPECT_TRUE(tc_taken) << (dir == ConvDirection::kForward ? "forward" : "filter gradient");
+    }
+  }
 }
 
 // The cuDNN baseline's graph path: its convolution node (tensors in logical order with the

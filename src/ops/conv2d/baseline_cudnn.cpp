@@ -303,20 +303,31 @@ struct GraphPlan {
   int64_t ws_bytes = 0;
 };
 
-// Whether engine configuration `cfg` keeps the numerics the legacy path keeps.
-bool acceptable_engine(cudnnBackendDescriptor_t cfg, const Conv2dArgs& a) {
+// The global index and numerical notes of engine configuration `cfg`'s engine; false where cuDNN
+// does not say.
+bool engine_of(cudnnBackendDescriptor_t cfg, int64_t& index, std::vector<cudnnBackendNumericalNote_t>& notes) {
   BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   int64_t n = 0;
   if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                               engine.ptr()) != CUDNN_STATUS_SUCCESS)
+                               engine.ptr()) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index) !=
+          CUDNN_STATUS_SUCCESS)
     return false;
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  notes.assign(CUDNN_NUMERICAL_NOTE_TYPE_COUNT, CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
   n = 0;
   if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes.data()) != CUDNN_STATUS_SUCCESS)
     return false;
-  for (int64_t i = 0; i < n; ++i) {
-    const cudnnBackendNumericalNote_t note = notes[i];
+  notes.resize(static_cast<size_t>(n));
+  return true;
+}
+
+// Whether engine configuration `cfg` keeps the numerics the legacy path keeps.
+bool acceptable_engine(cudnnBackendDescriptor_t cfg, const Conv2dArgs& a) {
+  int64_t index = -1;
+  std::vector<cudnnBackendNumericalNote_t> notes;
+  if (!engine_of(cfg, index, notes)) return false;
+  for (const cudnnBackendNumericalNote_t note : notes) {
     // f32: an engine without numerical notes (no tensor cores, i.e. TF32 inputs; no FFT or
     // Winograd transform; no non-deterministic reduction), as the legacy path's choice.
     if (a.dtype == DType::kF32 && note != CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP) return false;
@@ -392,6 +403,39 @@ void build_operation(const Conv2dArgs& a, std::vector<std::unique_ptr<BackendDes
 }
 
 // The graph plan for `a` on handle h, or null where the backend refuses a step.
+// The engine configurations cuDNN's heuristics in `mode` rank for `graph`, best first, their
+// descriptors kept in `cfgs`; empty where the heuristics refuse. `devprop`: a described device
+// to rank for instead of the graph's (the CPU suite's; nullptr on a device).
+std::vector<cudnnBackendDescriptor_t> ranked_configs(const BackendDesc& graph, cudnnBackendHeurMode_t mode,
+                                                     const BackendDesc* devprop,
+                                                     std::vector<std::unique_ptr<BackendDesc>>& cfgs) {
+  BackendDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (devprop) heur.set_desc(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, *devprop);
+  if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) return {};
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                               nullptr) != CUDNN_STATUS_SUCCESS)
+    return {};
+  cfgs.clear();
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    cfgs.push_back(std::make_unique<BackendDesc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    raw.push_back(cfgs.back()->get());
+  }
+  // The count asked for first can exceed what the fetch returns (configurations that then fail
+  // to finalize): `got` is the list.
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                               raw.data()) != CUDNN_STATUS_SUCCESS)
+    return {};
+  raw.resize(static_cast<size_t>(std::min(got, count)));
+  return raw;
+}
+
+constexpr cudnnBackendHeurMode_t kHeurModes[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
+
 std::unique_ptr<GraphPlan> build_graph_plan(const Conv2dArgs& a, cudnnHandle_t h) try {
   auto gp = std::make_unique<GraphPlan>();
   build_operation(a, gp->parts);
@@ -407,26 +451,10 @@ std::unique_ptr<GraphPlan> build_graph_plan(const Conv2dArgs& a, cudnnHandle_t h
   // Heuristics mode A's list first, then mode B's, then the fallback list: mode A can offer only
   // tensor-core engines for an f32 problem (an f32 filter gradient of a 3x3 256-channel layer:
   // 14 of them), which the numerics filter refuses.
-  for (const cudnnBackendHeurMode_t heur_mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
-    BackendDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *graph);
-    heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
-    if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) continue;
-    int64_t count = 0;
-    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                 nullptr) != CUDNN_STATUS_SUCCESS)
-      continue;
+  for (const cudnnBackendHeurMode_t heur_mode : kHeurModes) {
     std::vector<std::unique_ptr<BackendDesc>> cfgs;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < count; ++i) {
-      cfgs.push_back(std::make_unique<BackendDesc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-      raw.push_back(cfgs.back()->get());
-    }
-    int64_t got = 0;
-    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                                 raw.data()) != CUDNN_STATUS_SUCCESS)
-      continue;
-    for (int64_t i = 0; i < got; ++i) {
+    const std::vector<cudnnBackendDescriptor_t> raw = ranked_configs(*graph, heur_mode, nullptr, cfgs);
+    for (size_t i = 0; i < raw.size(); ++i) {
       if (!acceptable_engine(raw[i], a)) continue;
       auto plan = std::make_unique<BackendDesc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
@@ -553,6 +581,33 @@ std::string graph_refusal(const Conv2dArgs& a) {
   }
 }
 
+std::vector<Conv2dCudnnOffer> cudnn_offers(const Conv2dArgs& a, const std::string& device_json) {
+  std::vector<std::unique_ptr<BackendDesc>> parts;
+  build_operation(a, parts);
+  const cudnnBackendDescriptor_t ops[1] = {parts.back()->get()};
+  BackendDesc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, ops);
+  graph.finalize();  // no handle: the device is the described one
+  BackendDesc devprop(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
+  devprop.set(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, static_cast<int64_t>(device_json.size()),
+              device_json.data());
+  devprop.finalize();
+  std::vector<Conv2dCudnnOffer> out;
+  for (int m = 0; m < 3; ++m) {
+    std::vector<std::unique_ptr<BackendDesc>> cfgs;
+    for (const cudnnBackendDescriptor_t cfg : ranked_configs(graph, kHeurModes[m], &devprop, cfgs)) {
+      Conv2dCudnnOffer o;
+      o.mode = "ABF"[m];
+      std::vector<cudnnBackendNumericalNote_t> notes;
+      if (!engine_of(cfg, o.engine, notes)) continue;
+      for (const cudnnBackendNumericalNote_t n : notes) o.notes.push_back(static_cast<int>(n));
+      o.accepted = acceptable_engine(cfg, a);
+      out.push_back(std::move(o));
+    }
+  }
+  return out;
+}
+
 std::string conv2d_baseline_cudnn_supports(const Conv2dProblem& p) {
   const std::string asym = "top/bottom " + std::to_string(p.prm.pad_top) + "/" + std::to_string(p.prm.pad_bottom) +
                            ", left/right " + std::to_string(p.prm.pad_left) + "/" + std::to_string(p.prm.pad_right);
@@ -605,11 +660,19 @@ std::string conv2d_baseline_cudnn_supports(const Conv2dProblem&) { return "hoppe
 
 std::string graph_refusal(const Conv2dArgs&) { return "hopperkit was built without cuDNN"; }
 
+std::vector<Conv2dCudnnOffer> cudnn_offers(const Conv2dArgs&, const std::string&) {
+  HK_THROW(kNotSupported, "conv2d/baseline_cudnn: hopperkit was built without cuDNN");
+}
+
 #endif
 
 }  // namespace
 
 std::string conv2d_cudnn_graph_refusal(const Conv2dArgs& a) { return graph_refusal(a); }
+
+std::vector<Conv2dCudnnOffer> conv2d_cudnn_offers(const Conv2dArgs& a, const std::string& device_json) {
+  return cudnn_offers(a, device_json);
+}
 
 HK_REGISTER_VARIANT(Conv2dProblem, Conv2dArgs, "conv2d", "baseline_cudnn",
                     "cuDNN: a cached graph-API execution plan of the heuristics' first engine (as F.conv2d without "

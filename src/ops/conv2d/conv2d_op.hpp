@@ -88,6 +88,21 @@ struct Conv2dArgs {
 // the CPU for every test problem (conv2d/baseline_cudnn.cpp).
 std::string conv2d_cudnn_graph_refusal(const Conv2dArgs& a);
 
+// One engine configuration cuDNN's graph heuristics offer for a convolution: the heuristics mode
+// ('A', 'B' or 'F' for the fallback list), the engine's global index, its numerical notes
+// (cudnnBackendNumericalNote_t values) and whether the baseline's numerics filter takes it.
+struct Conv2dCudnnOffer {
+  char mode = 'A';
+  int64_t engine = -1;
+  std::vector<int> notes;
+  bool accepted = false;
+};
+
+// The configurations cuDNN's heuristics rank for `a` on a described device (`device_json`: the
+// JSON of a CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR), modes A, B and the fallback list in order, each
+// as ranked. Needs no device: the CPU suite checks the numerics filter against them.
+std::vector<Conv2dCudnnOffer> conv2d_cudnn_offers(const Conv2dArgs& a, const std::string& device_json);
+
 // The A tile v06 loads for k-block k0 / 64 of output pixels m0 .. m0 + pixels - 1 (pixels 128,
 // or 64 as the weight gradient's B boxes), copied to device memory `out` (pixels x 128 bytes)
 // as TMA wrote it: rows of 64 channels, 16-byte chunks swizzled by XOR with row % 8. a is a
