@@ -121,12 +121,12 @@ driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null
 
 # 1. build (release preset, all cores), or the carried prebuilt binaries
 if [[ $prebuilt -eq 1 ]]; then
-  [[ -f build/carry/prebuilt.tgz ]] || { say "build: --prebuilt but build/carry/prebuilt.tgz is missing (scripts/prebuilt/pack.sh)"; exit 1; }
+  [[ -f build/carry/prebuilt.txz ]] || { say "build: --prebuilt but build/carry/prebuilt.txz is missing (scripts/prebuilt/pack.sh)"; exit 1; }
   source scripts/prebuilt/box.sh  # sets B=build/ci and PYEXT_PID
   build=$B
   pyp=/tmp/hk-pyext/python  # where box.sh builds the Python package
   "$build/hk" list >/dev/null 2>&1 || { say "build: the prebuilt hk does not run here"; "$build/hk" list; exit 1; }
-  say "build: prebuilt ($(tar tzf build/carry/prebuilt.tgz | wc -l) files from build/carry), Python extension building"
+  say "build: prebuilt ($(python3 -c 'import sys, tarfile; print(len(tarfile.open(sys.argv[1]).getnames()))' build/carry/prebuilt.txz) files from build/carry), Python extension building"
 else
   build=build/release
   pyp=$build/python  # where scripts/python-check.sh builds the Python package

@@ -2,7 +2,9 @@
 # points the loader at the toolkit and the carried libfmt, and builds the Python extension
 # against the prebuilt library in the background (PYEXT_PID; the package is then importable
 # with PYTHONPATH=/tmp/hk-pyext/python). Sets B=build/ci.
-tar xzf build/carry/prebuilt.tgz
+# xz through tar where the machine has it, else Python's lzma
+if command -v xz >/dev/null; then tar xJf build/carry/prebuilt.txz
+else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(filter="fully_trusted")' build/carry/prebuilt.txz; fi
 B=build/ci
 # The binaries' runpath names the directory they were built in; the loader finds the library here.
 export LD_LIBRARY_PATH=$PWD/$B/src:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:$PWD/build/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

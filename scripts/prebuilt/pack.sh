@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs this machine's `ci` build for a GPU machine, so the GPU machine spends no time building
 # (a fresh H200 machine with 16 cores takes ~90 s to build the library). Writes
-# build/carry/prebuilt.tgz (hk, hk_tests, libhopperkit.so, the generated version header) and
+# build/carry/prebuilt.txz (hk, hk_tests, libhopperkit.so, the generated version header; xz: half
+# of gzip's 60 MB, which neared the 64 MiB a device call carries) and
 # build/carry/lib/ (the libfmt this build linked). Copy build/carry/ to the GPU machine with the
 # working tree and run `scripts/gpu-check.sh --prebuilt` there (or `source scripts/prebuilt/box.sh`).
 # The binaries are built on Debian 12 (gcc 12, glibc 2.36) and run on newer distributions.
@@ -17,5 +18,6 @@ for f in $b/hk $b/tests/cpp/hk_tests $b/src/libhopperkit.so $b/generated/hk_vers
 done
 mkdir -p build/carry/lib
 cp -L "$(ldd $b/src/libhopperkit.so | awk '/libfmt/ {print $3}')" build/carry/lib/
-tar czf build/carry/prebuilt.tgz $b/hk $b/tests/cpp/hk_tests $b/src/libhopperkit.so $b/generated/hk_version.hpp
+rm -f build/carry/prebuilt.tgz
+XZ_OPT='-6 -T2' tar cJf build/carry/prebuilt.txz $b/hk $b/tests/cpp/hk_tests $b/src/libhopperkit.so $b/generated/hk_version.hpp
 echo "build/carry: $(du -sh build/carry | cut -f1) ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', uncommitted changes'))"
