@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs this machine's `ci` build for a GPU machine, so the GPU machine spends no time building
 # (a fresh H200 machine with 16 cores takes ~90 s to build the library). Writes
-# build/carry/prebuilt.txz (hk, hk_tests, libhopperkit.so, the generated version header; xz: half
-# of gzip's 60 MB, which neared the 64 MiB a device call carries) and
+# build/carry/prebuilt.txz (hk, hk_tests, libhopperkit.so, the generated version header; xz: 30 MB
+# where gzip made 60) and
 # build/carry/lib/ (the libfmt this build linked). Copy build/carry/ to the GPU machine with the
 # working tree and run `scripts/gpu-check.sh --prebuilt` there (or `source scripts/prebuilt/box.sh`).
 # The binaries are built on Debian 12 (gcc 12, glibc 2.36) and run on newer distributions.
